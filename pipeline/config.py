@@ -1,0 +1,206 @@
+"""``pipelines.yaml`` -> typed, validated pipeline specs.
+
+Errors are :class:`ConfigError` with one line naming the file, the YAML line
+and what is valid.  Validation reads no model and touches no device; it does
+check that model files named in parameters exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .registry import UnknownStageType, resolve_stage_type
+
+__all__ = ["ConfigError", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "parse_config",
+           "DEFAULT_CONFIG", "apply_overrides"]
+
+DEFAULT_CONFIG = "pipelines.yaml"
+ErrorPolicy = Literal["stop", "skip", "restart"]
+
+
+class ConfigError(ValueError):
+    """A pipeline file is invalid; the message is one line with file and line."""
+
+
+class StageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    inputs: list[str] | None = None
+    on_error: ErrorPolicy | None = None
+    line: int = Field(0, exclude=True)
+
+
+class PipelineSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    stages: list[StageSpec] = Field(min_length=1)
+    line: int = Field(0, exclude=True)
+
+    def stage(self, name: str) -> StageSpec:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise ConfigError(f"pipeline {self.name!r} has no stage {name!r}; stages: "
+                          f"{', '.join(s.name for s in self.stages)}")
+
+
+class ConfigFile(BaseModel):
+    path: str
+    pipelines: dict[str, PipelineSpec]
+
+    def get(self, name: str) -> PipelineSpec:
+        if name not in self.pipelines:
+            raise ConfigError(f"{self.path}: no pipeline {name!r}; valid: {', '.join(self.pipelines) or '(none)'}")
+        return self.pipelines[name]
+
+
+class _LineLoader(yaml.SafeLoader):
+    """Safe loader that records the line of every mapping as key ``__line__``."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    mapping = loader.construct_mapping(node, deep=deep)
+    mapping["__line__"] = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# YAML 1.1 reads on/off/yes/no as booleans, which would turn `on: [face]` into
+# `True: [face]`; only true/false are booleans here (as in YAML 1.2).
+_LineLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_LineLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                  list("tTfF"))
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG, check_files: bool = True) -> ConfigFile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"pipeline file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read pipeline file {p}: {exc}") from None
+    return parse_config(text, str(p), check_files=check_files)
+
+
+def parse_config(text: str, path: str = "<string>", check_files: bool = True) -> ConfigFile:
+    try:
+        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("pipelines"), dict):
+        raise ConfigError(f"{path}: expected a mapping with key 'pipelines: {{NAME: {{description, stages}}}}'")
+    pipelines: dict[str, PipelineSpec] = {}
+    for name, body in raw["pipelines"].items():
+        if name == "__line__":
+            continue
+        pipelines[str(name)] = _parse_pipeline(str(name), body, path, raw["pipelines"].get("__line__", 0),
+                                               check_files)
+    return ConfigFile(path=path, pipelines=pipelines)
+
+
+def _parse_pipeline(name: str, body: Any, path: str, parent_line: int, check_files: bool) -> PipelineSpec:
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}:{parent_line}: pipeline {name!r} must be a mapping with 'description' and 'stages'")
+    line = body.get("__line__", parent_line)
+    stages_raw = body.get("stages")
+    if not isinstance(stages_raw, list) or not stages_raw:
+        raise ConfigError(f"{path}:{line}: pipeline {name!r} needs a non-empty list 'stages'")
+    stages = []
+    for i, st in enumerate(stages_raw):
+        if not isinstance(st, dict):
+            raise ConfigError(f"{path}:{line}: pipeline {name!r} stage #{i + 1} must be a mapping with 'name' and 'type'")
+        st_line = st.get("__line__", line)
+        clean = _strip_lines(st)
+        try:
+            spec = StageSpec(**clean, line=st_line)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: {_first_error(exc)}") from None
+        stages.append(spec)
+    extra = {k: v for k, v in body.items() if k not in ("__line__", "stages", "description")}
+    if extra:
+        raise ConfigError(f"{path}:{line}: pipeline {name!r}: unknown key {next(iter(extra))!r}; "
+                          "valid: description, stages")
+    spec = PipelineSpec(name=name, description=str(body.get("description", "")), stages=stages, line=line)
+    validate_pipeline(spec, path, check_files=check_files)
+    return spec
+
+
+def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: bool = True) -> None:
+    """Check stage types, parameters and (optionally) model files; build-time only."""
+    seen: set[str] = set()
+    for st in spec.stages:
+        where = f"{path}:{st.line}: pipeline {spec.name!r} stage {st.name!r}"
+        if st.name in seen:
+            raise ConfigError(f"{where}: duplicate stage name")
+        seen.add(st.name)
+        try:
+            cls = resolve_stage_type(st.type)
+        except UnknownStageType as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        try:
+            params = cls.Params(**st.params)
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {_first_error(exc, cls.Params)}") from None
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if check_files and isinstance(getattr(params, "model", None), str):
+            from .models import resolve_model
+
+            try:
+                resolve_model(params.model)
+            except FileNotFoundError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+
+
+def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
+    """Apply ``STAGE.PARAM=VALUE`` strings (VALUE parsed as YAML) to a copy of ``spec``."""
+    spec = spec.model_copy(deep=True)
+    for item in sets:
+        key, eq, value = item.partition("=")
+        stage_name, dot, param = key.partition(".")
+        if not eq or not dot or not param:
+            raise ConfigError(f"--set {item!r}: expected STAGE.PARAM=VALUE")
+        stage = spec.stage(stage_name)
+        try:
+            stage.params[param] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            stage.params[param] = value
+    validate_pipeline(spec, "--set", check_files=True)
+    return spec
+
+
+def _strip_lines(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_lines(v) for k, v in value.items() if k != "__line__"}
+    if isinstance(value, list):
+        return [_strip_lines(v) for v in value]
+    return value
+
+
+def _first_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        valid = ", ".join(model.model_fields) if model is not None else ""
+        return f"unknown parameter {loc!r}" + (f"; valid: {valid}" if valid else "")
+    if err["type"] == "missing":
+        return f"missing required parameter {loc!r}"
+    msg = err["msg"]
+    return f"parameter {loc!r}: {msg} (got {err.get('input')!r})" if loc else msg

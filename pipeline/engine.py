@@ -1,0 +1,278 @@
+"""OpenVINO inference engine: one Core per process, a compiled-model cache,
+preprocessing baked into the model, and per-camera pools of infer requests.
+
+Every camera gets its own :class:`RequestPool` on a compiled model that all
+cameras share (one compiled model per model file, device, input spec and
+settings).  A pool keeps several requests in flight and hands results back in
+submission order; post-processing runs in the caller's thread right after a
+request finishes, before the request is reused, so outputs never need copying.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
+
+DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
+HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+
+
+class EngineError(ValueError):
+    """A model could not be read or compiled; the message names it."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How the host feeds the model.
+
+    The host always passes uint8 NHWC images of the model's input size with
+    colour order ``host_color``; the engine converts to float, reorders
+    colour to ``model_color`` and applies ``(x - mean) / scale`` per channel
+    (in the model's colour order, 0..255 units).
+    """
+
+    host_color: str = "BGR"
+    model_color: str = "RGB"
+    mean: tuple[float, ...] | None = None
+    scale: tuple[float, ...] | None = None
+    size: tuple[int, int] | None = None  # (height, width) for models with dynamic spatial dims; width -1 keeps it dynamic
+
+
+@dataclass
+class LoadedModel:
+    """A compiled model shared by all cameras, plus what hosts need to feed it."""
+
+    path: Path
+    device: str
+    compiled: Any
+    input_name: str
+    input_hw: tuple[int, int]          # model input (height, width); width -1 if dynamic
+    output_names: list[str]
+    optimal_requests: int
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def create_pool(self, num_requests: int = 0) -> RequestPool:
+        """A pool of ``num_requests`` requests (0: the device's optimal number, at least 2)."""
+        n = num_requests if num_requests > 0 else max(2, self.optimal_requests)
+        return RequestPool(self, n)
+
+
+class Job:
+    """One inference started on a request; ``result`` is set once finished."""
+
+    __slots__ = ("request", "postprocess", "result", "done", "error")
+
+    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any]) -> None:
+        self.request = request
+        self.postprocess = postprocess
+        self.result: Any = None
+        self.done = False
+
+
+class RequestPool:
+    """Requests of one camera on a shared compiled model.
+
+    Not thread-safe: one pool is used by one thread (the camera's worker).
+    ``start`` blocks only when every request is busy, and then waits for the
+    oldest job.  ``postprocess`` receives the output arrays (views into the
+    request's buffers, valid only during the call) and returns the result.
+    """
+
+    def __init__(self, model: LoadedModel, num_requests: int) -> None:
+        self.model = model
+        self.size = num_requests
+        self._idle = [model.compiled.create_infer_request() for _ in range(num_requests)]
+        self._inflight: deque[Job] = deque()
+
+    def start(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Job:
+        """Start inference on ``image`` (uint8, (H, W, 3) or (1, H, W, 3)); the array
+        must stay unchanged until the job is finished (it is shared, not copied)."""
+        import openvino as ov
+
+        if not self._idle:
+            self.finish(self._inflight[0])
+        request = self._idle.pop()
+        if image.ndim == 3:
+            image = image[None]
+        if not image.flags.c_contiguous:
+            image = np.ascontiguousarray(image)
+        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
+        request.start_async()
+        job = Job(request, postprocess)
+        job.result = image  # keep the input alive while the request reads it
+        self._inflight.append(job)
+        return job
+
+    def is_done(self, job: Job) -> bool:
+        return job.done or job.request.wait_for(0)
+
+    def finish(self, job: Job) -> Any:
+        """Wait for ``job`` and return its post-processed result."""
+        if job.done:
+            return job.result
+        request = job.request
+        request.wait()
+        self._inflight.remove(job)
+        job.done = True
+        job.result = None
+        try:
+            outputs = [request.get_output_tensor(i).data for i in range(len(self.model.output_names))]
+            job.result = job.postprocess(outputs)
+        finally:
+            self._idle.append(request)
+        return job.result
+
+    def run(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Any:
+        """Synchronous convenience: start and finish one job."""
+        return self.finish(self.start(image, postprocess))
+
+    def drain(self) -> None:
+        while self._inflight:
+            self.finish(self._inflight[0])
+
+    @property
+    def busy(self) -> int:
+        return len(self._inflight)
+
+
+def validate_device(device: str) -> str:
+    head = device.split(":", 1)[0].split(".", 1)[0].upper()
+    if head not in DEVICE_PREFIXES:
+        raise EngineError(f"unknown device {device!r}; valid: {', '.join(DEVICE_PREFIXES)} "
+                          "(optionally with ':' and a device list, e.g. AUTO:CPU)")
+    return device
+
+
+class Engine:
+    """Process-wide OpenVINO Core and compiled-model cache (thread-safe)."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        import openvino as ov
+
+        self.core = ov.Core()
+        self._lock = threading.Lock()
+        self._models: dict[tuple[Any, ...], LoadedModel] = {}
+        self.cache_dir = Path(cache_dir) if cache_dir else _default_cache_dir()
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self.core.set_property({"CACHE_DIR": str(self.cache_dir)})
+        except OSError:
+            pass
+        self.default_config: dict[str, Any] = {}
+
+    def load(self, path: str | os.PathLike[str], spec: InputSpec, device: str = "CPU",
+             hint: str = "THROUGHPUT", config: dict[str, Any] | None = None) -> LoadedModel:
+        """Read, add preprocessing to, and compile a model (cached per arguments)."""
+        path = Path(path)
+        validate_device(device)
+        if hint not in HINTS:
+            raise EngineError(f"unknown performance hint {hint!r}; valid: {', '.join(HINTS)}")
+        merged = {**self.default_config, **(config or {})}
+        key = (str(path.resolve()), device, spec, hint, tuple(sorted((k, str(v)) for k, v in merged.items())))
+        with self._lock:
+            hit = self._models.get(key)
+            if hit is not None:
+                return hit
+            model = self._compile(path, spec, device, hint, merged)
+            self._models[key] = model
+            return model
+
+    def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
+                 config: dict[str, Any]) -> LoadedModel:
+        import openvino as ov
+        from openvino.preprocess import ColorFormat, PrePostProcessor
+
+        if not path.is_file():
+            raise EngineError(f"model file not found: {path}")
+        try:
+            model = self.core.read_model(str(path))
+        except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
+            raise EngineError(f"cannot read model {path}: {str(exc).splitlines()[0]}") from None
+        if len(model.inputs) != 1:
+            raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1")
+        metadata = _onnx_metadata(model)
+        inp = model.input(0)
+        pshape = inp.get_partial_shape()
+        if pshape.rank.get_length() != 4:
+            raise EngineError(f"model {path} input has shape {pshape}; expected a 4-D image tensor")
+        dims = [d.get_length() if d.is_static else -1 for d in pshape]
+        layout = "NHWC" if dims[3] == 3 else "NCHW" if dims[1] == 3 else None
+        if layout is None:
+            raise EngineError(f"model {path} input shape {pshape} has no 3-channel axis; expected NHWC or NCHW")
+        h, w = (dims[1], dims[2]) if layout == "NHWC" else (dims[2], dims[3])
+        if spec.size is not None:
+            h = spec.size[0] if h < 0 else h
+            w = spec.size[1] if w < 0 else w
+        if h < 0 or (w < 0 and (spec.size is None or spec.size[1] != -1)):
+            raise EngineError(f"model {path} has a dynamic input size {pshape}; the stage must give its input size")
+        # The host passes u8 NHWC; everything else happens inside the compiled model.
+        model.reshape({inp.get_any_name(): [1, 3, h, w] if layout == "NCHW" else [1, h, w, 3]})
+        ppp = PrePostProcessor(model)
+        ti = ppp.input()
+        colors = {"BGR": ColorFormat.BGR, "RGB": ColorFormat.RGB}
+        ti.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(colors[spec.host_color])
+        ti.model().set_layout(ov.Layout(layout))
+        pre = ti.preprocess()
+        pre.convert_element_type(ov.Type.f32)
+        if spec.host_color != spec.model_color:
+            pre.convert_color(colors[spec.model_color])
+        if spec.mean is not None:
+            pre.mean(list(spec.mean))
+        if spec.scale is not None:
+            pre.scale(list(spec.scale))
+        for i in range(len(model.outputs)):
+            ppp.output(i).tensor().set_element_type(ov.Type.f32)
+        model = ppp.build()
+        props: dict[str, Any] = {"PERFORMANCE_HINT": hint, **config}
+        try:
+            compiled = self.core.compile_model(model, device, props)
+        except Exception as exc:  # noqa: BLE001
+            raise EngineError(f"cannot compile {path} for device {device!r}: {str(exc).splitlines()[0]}") from None
+        try:
+            optimal = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        except Exception:  # noqa: BLE001 - some virtual devices do not report it
+            optimal = 2
+        names = [o.get_any_name() if o.get_names() else f"output{i}" for i, o in enumerate(compiled.outputs)]
+        return LoadedModel(path=path, device=device, compiled=compiled, input_name=inp.get_any_name(),
+                           input_hw=(h, w), output_names=names, optimal_requests=optimal, metadata=metadata)
+
+
+def _onnx_metadata(model: Any) -> dict[str, str]:
+    """ONNX ``metadata_props`` as OpenVINO exposes them under rt_info 'framework'."""
+    out: dict[str, str] = {}
+    try:
+        info = model.get_rt_info()
+        fw = info["framework"] if "framework" in info else None
+        if fw is not None:
+            fw = fw.astype(dict) if hasattr(fw, "astype") else dict(fw)
+            for key, value in fw.items():
+                out[str(key)] = str(value.value if hasattr(value, "value") else value)
+    except Exception:  # noqa: BLE001 - metadata is optional
+        pass
+    return out
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vapipe" / "ov_cache"
+
+
+_ENGINE: Engine | None = None
+_ENGINE_LOCK = threading.Lock()
+
+
+def get_engine() -> Engine:
+    """The process-wide engine (created on first use)."""
+    global _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            _ENGINE = Engine()
+        return _ENGINE

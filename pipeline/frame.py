@@ -1,0 +1,237 @@
+"""Frames and detections: the data that flows between stages.
+
+Colour order is BGR unless a name says otherwise; coordinates are pixels of
+the source frame (x to the right, y down); boxes are ``[x1, y1, x2, y2]``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+
+import cv2
+import numpy as np
+
+__all__ = ["Detections", "Frame", "PIXEL_FORMATS"]
+
+PIXEL_FORMATS = ("bgr24", "rgb24", "gray")
+
+
+@dataclass(slots=True)
+class Detections:
+    """Columnar set of N objects.
+
+    xyxy:       (N, 4) float32, box corners in source pixels.
+    score:      (N,) float32 in [0, 1].
+    label:      (N,) object array of str.
+    track_id:   (N,) int64, -1 where the object is not tracked.
+    keypoints:  list of N arrays (K, 2) float32 in source pixels, or None.
+    attributes: list of N dicts (free-form, JSON-serialisable values).
+    """
+
+    xyxy: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
+    score: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.float32))
+    label: np.ndarray = field(default_factory=lambda: np.zeros((0,), object))
+    track_id: np.ndarray | None = None
+    keypoints: list[np.ndarray | None] | None = None
+    attributes: list[dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        self.xyxy = np.asarray(self.xyxy, np.float32).reshape(-1, 4) if len(self.xyxy) else np.zeros((0, 4), np.float32)
+        n = len(self.xyxy)
+        self.score = np.asarray(self.score, np.float32).reshape(-1)
+        labels = np.empty(n, object)
+        if isinstance(self.label, str):
+            labels[:] = self.label
+        else:
+            labels[:] = list(self.label) if len(self.label) else []
+        self.label = labels
+        self.track_id = (np.full(n, -1, np.int64) if self.track_id is None
+                         else np.asarray(self.track_id, np.int64).reshape(-1))
+        self.keypoints = [None] * n if self.keypoints is None else list(self.keypoints)
+        self.attributes = [{} for _ in range(n)] if self.attributes is None else list(self.attributes)
+        for name in ("score", "label", "track_id", "keypoints", "attributes"):
+            got = len(getattr(self, name))
+            if got != n:
+                raise ValueError(f"Detections.{name} has {got} entries but xyxy has {n} boxes (shape {self.xyxy.shape})")
+
+    def __len__(self) -> int:
+        return len(self.xyxy)
+
+    def __getitem__(self, index: int | slice | np.ndarray | Sequence[int]) -> Detections:
+        """Subset by integer index, slice, index array or boolean mask."""
+        if isinstance(index, (int, np.integer)):
+            index = [int(index)]
+        idx = np.arange(len(self))[index]
+        return Detections(
+            xyxy=self.xyxy[idx], score=self.score[idx], label=self.label[idx],
+            track_id=self.track_id[idx],
+            keypoints=[self.keypoints[i] for i in idx],
+            attributes=[self.attributes[i] for i in idx],
+        )
+
+    @staticmethod
+    def merge(parts: Iterable[Detections]) -> Detections:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Detections()
+        return Detections(
+            xyxy=np.concatenate([p.xyxy for p in parts]),
+            score=np.concatenate([p.score for p in parts]),
+            label=np.concatenate([p.label for p in parts]),
+            track_id=np.concatenate([p.track_id for p in parts]),
+            keypoints=[k for p in parts for k in p.keypoints],
+            attributes=[a for p in parts for a in p.attributes],
+        )
+
+    def with_label(self, labels: Iterable[str]) -> np.ndarray:
+        """Indices of objects whose label is in ``labels``."""
+        wanted = set(labels)
+        return np.array([i for i, lab in enumerate(self.label) if lab in wanted], np.int64)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """JSON-ready list of objects (see the metadata sink's schema)."""
+        out = []
+        for i in range(len(self)):
+            rec: dict[str, Any] = {
+                "label": str(self.label[i]),
+                "score": round(float(self.score[i]), 4),
+                "box": [round(float(v), 2) for v in self.xyxy[i]],
+                "track_id": int(self.track_id[i]) if self.track_id[i] >= 0 else None,
+            }
+            kp = self.keypoints[i]
+            if kp is not None:
+                rec["keypoints"] = [[round(float(x), 2), round(float(y), 2)] for x, y in np.asarray(kp)[:, :2]]
+            rec["attributes"] = _jsonable(self.attributes[i])
+            out.append(rec)
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        return round(float(value), 4)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+@dataclass(slots=True, eq=False)
+class Frame:
+    """One video frame and everything the stages learned about it.
+
+    The pixels stay in the decoder's format (``av.VideoFrame``) until a stage
+    asks for them: :meth:`image` converts the full frame once (cached),
+    :meth:`resized` scales straight from the decoder's planes when that is
+    cheaper than converting first.  Arrays returned by both are owned by the
+    frame: treat them as read-only (copy before drawing, except the encoder,
+    which owns the frame at the end of a graph).
+    """
+
+    source_id: str
+    seq: int
+    width: int
+    height: int
+    pts: int | None = None
+    time_base: Fraction | None = None
+    captured_ns: int = field(default_factory=time.monotonic_ns)
+    detections: Detections = field(default_factory=Detections)
+    attrs: dict[tuple[str, str], Any] = field(default_factory=dict)
+    av_frame: Any = None
+    _image: np.ndarray | None = None
+    _resized: dict[tuple[int, int, str], np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def from_image(cls, image: np.ndarray, source_id: str = "image", seq: int = 0,
+                   pts: int | None = None, time_base: Fraction | None = None) -> Frame:
+        """Wrap a BGR uint8 image (H, W, 3); the frame takes ownership of the array."""
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise ValueError(f"Frame.from_image expects a BGR uint8 array (H, W, 3), got {image.dtype} {image.shape}")
+        h, w = image.shape[:2]
+        return cls(source_id=source_id, seq=seq, width=w, height=h, pts=pts, time_base=time_base, _image=image)
+
+    @property
+    def pts_time(self) -> float | None:
+        if self.pts is None or self.time_base is None:
+            return None
+        return float(self.pts * self.time_base)
+
+    def image(self) -> np.ndarray:
+        """Full-resolution BGR uint8 (H, W, 3), converted once and cached."""
+        if self._image is None:
+            if self.av_frame is None:
+                raise ValueError(f"frame {self.source_id}#{self.seq} has no pixels")
+            self._image = self.av_frame.to_ndarray(format="bgr24")
+        return self._image
+
+    def set_image(self, image: np.ndarray) -> None:
+        """Replace the pixels (e.g. after drawing); drops cached resized copies."""
+        self._image = image
+        self._resized.clear()
+        self.av_frame = None
+
+    def resized(self, width: int, height: int, fmt: str = "bgr24") -> np.ndarray:
+        """The whole frame scaled to (height, width) with bilinear filtering.
+
+        fmt is one of PIXEL_FORMATS; the result is cached per size and format.
+        From a planar YUV 4:2:0 decoder frame, each plane is scaled on its own
+        and only the small result is colour-converted, which avoids converting
+        the full frame.
+        """
+        if fmt not in PIXEL_FORMATS:
+            raise ValueError(f"unknown pixel format {fmt!r}; valid: {', '.join(PIXEL_FORMATS)}")
+        key = (width, height, fmt)
+        hit = self._resized.get(key)
+        if hit is not None:
+            return hit
+        if self._image is None and self.av_frame is not None and self.av_frame.format.name in ("yuv420p", "yuvj420p"):
+            out = _resize_yuv420(self.av_frame, width, height, fmt)
+        else:
+            img = self.image()
+            if (img.shape[1], img.shape[0]) != (width, height):
+                img = cv2.resize(img, (width, height), interpolation=cv2.INTER_LINEAR)
+            if fmt == "rgb24":
+                img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+            elif fmt == "gray":
+                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+            out = img
+        self._resized[key] = out
+        return out
+
+
+def plane_array(plane: Any, width: int) -> np.ndarray:
+    """View of one decoder plane as (height, width) uint8 without a copy."""
+    arr = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+    return arr[:, :width]
+
+
+def _resize_yuv420(av_frame: Any, width: int, height: int, fmt: str) -> np.ndarray:
+    y = plane_array(av_frame.planes[0], av_frame.width)
+    ys = cv2.resize(y, (width, height), interpolation=cv2.INTER_LINEAR)
+    if fmt == "gray":
+        return ys
+    cw = (av_frame.width + 1) // 2
+    u = cv2.resize(plane_array(av_frame.planes[1], cw), (width, height), interpolation=cv2.INTER_LINEAR)
+    v = cv2.resize(plane_array(av_frame.planes[2], cw), (width, height), interpolation=cv2.INTER_LINEAR)
+    yuv = cv2.merge((ys, u, v))
+    code = cv2.COLOR_YUV2RGB if fmt == "rgb24" else cv2.COLOR_YUV2BGR
+    if av_frame.format.name == "yuvj420p":
+        return cv2.cvtColor(yuv, code)
+    # Limited-range (16-235) video: expand to full range before the conversion.
+    return cv2.cvtColor(_expand_limited_range(yuv), code)
+
+
+_LUT_Y = np.clip((np.arange(256) - 16) * 255.0 / 219.0, 0, 255).astype(np.uint8)
+_LUT_C = np.clip((np.arange(256) - 128) * 255.0 / 224.0 + 128, 0, 255).astype(np.uint8)
+_LUT_YUV = np.stack([_LUT_Y, _LUT_C, _LUT_C], axis=1).reshape(256, 1, 3)
+
+
+def _expand_limited_range(yuv: np.ndarray) -> np.ndarray:
+    return cv2.LUT(yuv, _LUT_YUV)

@@ -1,0 +1,66 @@
+"""Bounded queues between threads, with a policy for when they are full.
+
+``block``: the producer waits (file sources: nothing is lost).
+``drop_oldest``: the oldest item is discarded and counted (live sources keep
+only the newest frames).  Every wait has a timeout and watches a stop event.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Literal
+
+__all__ = ["BoundedQueue", "Closed", "FullPolicy"]
+
+FullPolicy = Literal["block", "drop_oldest"]
+
+
+class Closed(Exception):
+    """The run is stopping; the caller should return."""
+
+
+class BoundedQueue:
+    def __init__(self, maxsize: int, policy: FullPolicy, stop: threading.Event) -> None:
+        if maxsize < 1:
+            raise ValueError(f"queue size must be >= 1, got {maxsize}")
+        self.maxsize = maxsize
+        self.policy = policy
+        self.stop = stop
+        self.dropped = 0
+        self._items: collections.deque[Any] = collections.deque()
+        self._cond = threading.Condition()
+
+    def put(self, item: Any, timeout: float = 0.1) -> None:
+        """Add ``item``; blocks (policy ``block``) until there is room or the run stops."""
+        with self._cond:
+            while len(self._items) >= self.maxsize:
+                if self.policy == "drop_oldest":
+                    self._items.popleft()
+                    self.dropped += 1
+                    break
+                if self.stop.is_set():
+                    raise Closed
+                self._cond.wait(timeout)
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def put_final(self, item: Any) -> None:
+        """Add an end marker even when full (never dropped, never blocks)."""
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def get(self, timeout: float = 0.1) -> Any:
+        """Next item; raises Closed once the run stops and the queue is empty."""
+        with self._cond:
+            while not self._items:
+                if self.stop.is_set():
+                    raise Closed
+                self._cond.wait(timeout)
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,445 @@
+"""Runs a pipeline graph on one or more sources in one process.
+
+Per camera, three threads connected by bounded queues:
+
+* **reader** — pulls compressed units (packets) from the source, as a camera
+  delivers them (``capture_delay_ms`` adds latency per unit without CPU);
+* **decoder** — turns units into frames;
+* **worker** — pushes frames through the stages in topological order.
+  Inference stages are asynchronous: the worker submits frame N+1 while
+  frame N is still in flight and takes results back in ``seq`` order, so
+  decoding and inference overlap and the slowest stage sets the rate.
+
+``sync=True`` runs the same graph on one thread per camera with one infer
+request and no overlap (the baseline the asynchronous mode must beat).
+
+Every wait has a timeout and watches an event; a failure anywhere aborts the
+run cleanly (stages closed, outputs finalised) with a one-line error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .frame import Frame
+from .graph import PipelineGraph
+from .queues import BoundedQueue, Closed
+from .stage import InferStage, Stage
+from .stats import LatencyStats, RunSummary, SourceStats
+
+__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure"]
+
+log = logging.getLogger("vapipe")
+_END = object()
+
+
+class StageFailure(RuntimeError):
+    """A stage raised; the message names the stage, the source and the error."""
+
+
+@dataclass
+class RunOptions:
+    output_dir: Path = Path("output")
+    sync: bool = False
+    capture_delay_ms: float = 0.0
+    max_frames: int | None = None
+    requests: int | None = None            # infer requests per camera for every infer stage
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    queue_size: int = 8
+    stop_deadline_s: float = 10.0
+    handle_signals: bool = True
+
+
+class GraphExecutor:
+    """Pushes frames of one camera through instantiated stages.
+
+    Fan-out: a frame goes to every successor (the same object).  Fan-in: a
+    stage with several inputs runs once a frame has arrived on all of them.
+    Inference stages run asynchronously (``async_mode``) with up to their
+    ``depth`` frames in flight.  Leaves report finished frames to ``on_output``.
+    """
+
+    def __init__(self, graph: PipelineGraph, stages: dict[str, Stage], async_mode: bool,
+                 stage_stats: dict[str, LatencyStats], on_output: Callable[[Frame], None],
+                 on_error: Callable[[str, BaseException, Frame | None], bool]) -> None:
+        self.graph = graph
+        self.stages = stages
+        self.async_mode = async_mode
+        self.stage_stats = stage_stats
+        self.on_output = on_output
+        self.on_error = on_error
+        g = graph.graph
+        self.order = [n for n in graph.order if n != graph.source]
+        self.succ = {n: list(g.successors(n)) for n in graph.order}
+        self.npred = {n: g.in_degree(n) for n in graph.order}
+        self._arrivals: dict[tuple[str, int], int] = {}
+        self._submitted: dict[tuple[str, int], int] = {}
+
+    def feed(self, frame: Frame) -> None:
+        self._emit(self.graph.source, frame)
+
+    def finish(self) -> None:
+        """Drain every inference stage in topological order."""
+        for name in self.order:
+            stage = self.stages[name]
+            if isinstance(stage, InferStage) and self.async_mode:
+                try:
+                    outs = stage.drain()
+                except Exception as exc:  # noqa: BLE001 - routed through the error policy
+                    self.on_error(name, exc, None)
+                    outs = []
+                for f in outs:
+                    self._done(name, f)
+
+    def _emit(self, name: str, frame: Frame) -> None:
+        succ = self.succ[name]
+        if not succ:
+            self.on_output(frame)
+            return
+        for nxt in succ:
+            self._push(nxt, frame)
+
+    def _push(self, name: str, frame: Frame) -> None:
+        if self.npred[name] > 1:
+            key = (name, frame.seq)
+            n = self._arrivals.get(key, 0) + 1
+            if n < self.npred[name]:
+                self._arrivals[key] = n
+                return
+            self._arrivals.pop(key, None)
+        stage = self.stages[name]
+        t0 = time.perf_counter_ns()
+        try:
+            if self.async_mode and isinstance(stage, InferStage):
+                stage.submit(frame)
+                self._submitted[(name, frame.seq)] = t0
+                outs = stage.poll()
+                while stage.in_flight > stage.depth:
+                    outs.extend(stage.pop_oldest())
+                for f in outs:
+                    self._done(name, f)
+                return
+            out = stage.process(frame)
+        except Exception as exc:  # noqa: BLE001 - routed through the error policy
+            if self.async_mode and isinstance(stage, InferStage):
+                self._submitted.pop((name, frame.seq), None)
+            self.on_error(name, exc, frame)
+            return
+        self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
+        if out is not None:
+            self._emit(name, out)
+
+    def _done(self, name: str, frame: Frame) -> None:
+        t0 = self._submitted.pop((name, frame.seq), None)
+        if t0 is not None:
+            self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
+        self._emit(name, frame)
+
+
+class _Camera:
+    def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
+                 stop_sources: threading.Event, abort: threading.Event,
+                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None]) -> None:
+        self.graph = graph
+        self.opts = opts
+        self.uri = uri
+        self.source_id = source_id
+        self.stop_sources = stop_sources
+        self.abort = abort
+        self.stage_stats = stage_stats
+        self.report_failure = report_failure
+        overrides = {k: dict(v) for k, v in opts.overrides.items()}
+        overrides.setdefault(graph.source, {})["uri"] = uri
+        if opts.sync or opts.requests:
+            for name, cls in graph.classes().items():
+                if issubclass(cls, InferStage) and "requests" in cls.Params.model_fields:
+                    overrides.setdefault(name, {})["requests"] = 1 if opts.sync else opts.requests
+        self.stages = graph.instantiate(overrides)
+        self.output_dir = opts.output_dir
+        for st in self.stages.values():
+            st.source_id = source_id
+            st.output_dir = opts.output_dir  # type: ignore[attr-defined]
+        self.source = self.stages[graph.source]
+        self.stats = SourceStats(source_id)
+        self.halt_reading = threading.Event()
+        self.units = BoundedQueue(opts.queue_size, "drop_oldest" if getattr(self.source, "live", False) else "block",
+                                  self.halt_reading)
+        self.frames = BoundedQueue(max(2, opts.queue_size // 2), "block", abort)
+        self._error_seen: set[str] = set()
+
+    # error policy ------------------------------------------------------------------
+    def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
+        spec = self.graph.graph.nodes[stage_name]["spec"]
+        policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
+        text = f"stage {stage_name!r} on source {self.source_id!r}: {type(exc).__name__}: {exc}"
+        if policy == "skip":
+            self.stats.skipped_errors += 1
+            key = f"{stage_name}:{type(exc).__name__}:{exc}"
+            if key not in self._error_seen:
+                self._error_seen.add(key)
+                log.warning("%s (frame skipped; further identical errors are counted)\n%s", text,
+                            "".join(traceback.format_exception(exc)))
+            return True
+        if policy == "restart":
+            self.stats.skipped_errors += 1
+            log.warning("%s (restarting the stage)", text)
+            stage = self.stages[stage_name]
+            stage.close()
+            stage.open()
+            return True
+        raise StageFailure(text) from exc
+
+    # threads -------------------------------------------------------------------------
+    def open(self) -> None:
+        for name, st in self.stages.items():
+            try:
+                st.ensure_open()
+            except Exception as exc:  # noqa: BLE001
+                raise StageFailure(_one_line(exc, f"stage {name!r} on source {self.source_id!r}")) from exc
+        self.stats.total = getattr(self.source, "total_frames", None)
+
+    def close(self) -> None:
+        for name in self.graph.order:
+            try:
+                self.stages[name].close()
+            except Exception as exc:  # noqa: BLE001 - close everything, report the first
+                log.error("closing stage %r on %r failed: %s", name, self.source_id, exc)
+
+    def _take(self, frame: Frame) -> bool:
+        """Count a decoded frame; False once ``max_frames`` is reached."""
+        limit = self.opts.max_frames
+        if limit is not None and self.stats.decoded >= limit:
+            self.halt_reading.set()
+            return False
+        self.stats.decoded += 1
+        return True
+
+    def _delay(self) -> None:
+        if self.opts.capture_delay_ms > 0:
+            time.sleep(self.opts.capture_delay_ms / 1000.0)
+
+    def reader(self) -> None:
+        try:
+            for unit in self.source.units():  # type: ignore[attr-defined]
+                if self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set():
+                    break
+                if unit is not None:
+                    self._delay()
+                self.units.put(unit)
+        except Closed:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "source")
+        finally:
+            self.units.put_final(_END)
+
+    def decoder(self) -> None:
+        try:
+            while True:
+                try:
+                    unit = self.units.get()
+                except Closed:
+                    break
+                if unit is _END:
+                    break
+                for frame in self.source.decode_unit(unit):  # type: ignore[attr-defined]
+                    if not self._take(frame):
+                        break
+                    self.frames.put(frame)
+                if self.halt_reading.is_set() and not len(self.units):
+                    break
+        except Closed:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "decoder")
+        finally:
+            self.halt_reading.set()
+            self.frames.put_final(_END)
+
+    def worker(self) -> None:
+        executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
+                                 self._output, self.on_error)
+        try:
+            while True:
+                try:
+                    frame = self.frames.get()
+                except Closed:
+                    return
+                if frame is _END:
+                    executor.finish()
+                    return
+                executor.feed(frame)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "worker")
+        finally:
+            self.halt_reading.set()
+            self.stats.ended = time.monotonic()
+
+    def sync_loop(self) -> None:
+        """Read, decode and process on one thread; one request, no overlap."""
+        executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error)
+        try:
+            for unit in self.source.units():  # type: ignore[attr-defined]
+                if self.stop_sources.is_set() or self.abort.is_set():
+                    break
+                if unit is not None:
+                    self._delay()
+                stop = False
+                for frame in self.source.decode_unit(unit):  # type: ignore[attr-defined]
+                    if not self._take(frame):
+                        stop = True
+                        break
+                    executor.feed(frame)
+                if stop:
+                    break
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "worker")
+        finally:
+            self.stats.ended = time.monotonic()
+
+    def _output(self, frame: Frame) -> None:
+        self.stats.frame_out(frame.captured_ns)
+
+    def _fail(self, exc: BaseException, where: str) -> None:
+        if isinstance(exc, StageFailure):
+            msg = str(exc)
+        else:
+            msg = _one_line(exc, f"{where} of source {self.source_id!r}")
+        if self.stats.error is None:
+            self.stats.error = msg
+        log.debug("failure in %s of %s", where, self.source_id, exc_info=exc)
+        self.report_failure(msg)
+
+    def threads(self) -> list[threading.Thread]:
+        name = self.source_id
+        if self.opts.sync:
+            return [threading.Thread(target=self.sync_loop, name=f"{name}:sync", daemon=True)]
+        return [threading.Thread(target=self.reader, name=f"{name}:read", daemon=True),
+                threading.Thread(target=self.decoder, name=f"{name}:decode", daemon=True),
+                threading.Thread(target=self.worker, name=f"{name}:work", daemon=True)]
+
+
+def _one_line(exc: BaseException, context: str) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if isinstance(exc, (ValueError, FileNotFoundError)) else f"{context}: {type(exc).__name__}: {text}"
+
+
+def source_ids(uris: list[str]) -> list[str]:
+    """Short unique names for sources (file stem, scene name, host/path)."""
+    out: list[str] = []
+    for uri in uris:
+        base = uri.rstrip("/").split("?")[0]
+        stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
+        name, k = stem, 2
+        while name in out:
+            name, k = f"{stem}-{k}", k + 1
+        out.append(name)
+    return out
+
+
+def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | None = None,
+                 progress: Callable[[list[SourceStats]], None] | None = None) -> RunSummary:
+    """Run ``graph`` on every source concurrently; returns the summary (never raises
+    for stage failures: ``summary.error`` holds the one-line reason)."""
+    opts = opts or RunOptions()
+    if not sources:
+        raise ValueError("no source given; pass at least one --source")
+    opts.output_dir.mkdir(parents=True, exist_ok=True)
+    stop_sources = threading.Event()
+    abort = threading.Event()
+    failures: list[str] = []
+    fail_lock = threading.Lock()
+
+    def report_failure(msg: str) -> None:
+        with fail_lock:
+            failures.append(msg)
+        abort.set()
+
+    stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
+    started = time.monotonic()
+    cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure)
+               for uri, sid in zip(sources, source_ids(sources))]
+    signalled = threading.Event()
+    restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
+    threads: list[threading.Thread] = []
+    try:
+        for cam in cameras:
+            try:
+                cam.open()
+            except Exception as exc:  # noqa: BLE001
+                report_failure(str(exc) if isinstance(exc, StageFailure) else _one_line(exc, cam.source_id))
+                break
+        if not abort.is_set():
+            for cam in cameras:
+                threads.extend(cam.threads())
+            for t in threads:
+                t.start()
+            stop_at: float | None = None
+            while any(t.is_alive() for t in threads):
+                if progress is not None:
+                    progress([c.stats for c in cameras])
+                if abort.is_set() or stop_sources.is_set():
+                    for c in cameras:
+                        c.halt_reading.set()
+                    if stop_sources.is_set() and stop_at is None:
+                        stop_at = time.monotonic() + opts.stop_deadline_s
+                    if stop_at is not None and time.monotonic() > stop_at:
+                        abort.set()
+                for t in threads:
+                    t.join(timeout=0.25)
+                    break
+            if progress is not None:
+                progress([c.stats for c in cameras])
+    finally:
+        for c in cameras:
+            c.halt_reading.set()
+        abort_was = abort.is_set()
+        abort.set()  # nothing may block from here on
+        for t in threads:
+            t.join(timeout=opts.stop_deadline_s)
+        for c in cameras:
+            c.close()
+            c.stats.dropped += c.units.dropped
+        if restore is not None:
+            restore()
+        del abort_was
+    outputs: list[str] = []
+    for c in cameras:
+        for st in c.stages.values():
+            path = getattr(st, "output_path", None)
+            if path is not None:
+                outputs.append(str(path))
+    return RunSummary(pipeline=graph.spec.name, mode="sync" if opts.sync else "async",
+                      sources=[c.stats for c in cameras], stages=stage_stats,
+                      wall_s=time.monotonic() - started, error=failures[0] if failures else None,
+                      stopped_by_signal=signalled.is_set(), outputs=outputs)
+
+
+def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stop.is_set():  # second signal: stop waiting politely
+            raise KeyboardInterrupt
+        signalled.set()
+        stop.set()
+        os.write(2, b"\nstopping: finishing frames in flight and closing outputs...\n")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+    return restore

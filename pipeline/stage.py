@@ -1,0 +1,194 @@
+"""Stage contracts.
+
+A stage has typed parameters (``Params``, a pydantic model that rejects
+unknown keys) and the lifecycle open → process* → close.  The same object
+works inside a graph and in a user's own loop::
+
+    with Detect(Detect.Params(model="mediapipe/face_detection_short_range")) as det:
+        frame = det(frame)
+
+Inference stages (:class:`InferStage`) additionally offer the asynchronous
+submit/poll/drain API, which the runtime uses to keep several infer requests
+in flight per camera while results still leave in ``seq`` order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, ClassVar, Iterator
+
+from pydantic import BaseModel, ConfigDict
+
+from .frame import Frame
+
+__all__ = ["Params", "Stage", "InferStage", "SourceStage", "StageError"]
+
+
+class StageError(RuntimeError):
+    """A stage failed; the message names the stage and what went wrong."""
+
+
+class Params(BaseModel):
+    """Base of every stage's parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, arbitrary_types_allowed=True)
+
+
+class Stage:
+    """One step of a pipeline.  Subclasses set ``Params`` and override hooks.
+
+    Class attributes describe the contract, checked before a graph runs:
+    ``kind`` is "source", "transform" or "sink"; ``needs_labels`` lists object
+    labels the stage consumes (informational).
+    """
+
+    Params: ClassVar[type[Params]] = Params
+    kind: ClassVar[str] = "transform"
+
+    def __init__(self, params: Params | dict[str, Any] | None = None, *, name: str | None = None,
+                 **kwargs: Any) -> None:
+        if params is None:
+            params = self.Params(**kwargs)
+        elif isinstance(params, dict):
+            params = self.Params(**{**params, **kwargs})
+        elif kwargs:
+            params = params.model_copy(update=kwargs)
+        self.params = params
+        self.name = name or type(self).__name__.lower()
+        self.source_id = ""  # set by the runtime for per-camera instances
+        self._opened = False
+
+    # lifecycle -----------------------------------------------------------------
+    def open(self) -> None:
+        """Acquire resources (models, files).  Called once before the first frame."""
+
+    def process(self, frame: Frame) -> Frame | None:
+        """Handle one frame; return it (possibly changed) or None to drop it."""
+        return frame
+
+    def close(self) -> None:
+        """Release resources; flush outputs.  Safe to call more than once."""
+
+    # conveniences ---------------------------------------------------------------
+    def __enter__(self) -> Stage:
+        self.ensure_open()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+        self._opened = False
+
+    def ensure_open(self) -> None:
+        if not self._opened:
+            self.open()
+            self._opened = True
+
+    def __call__(self, frame: Frame) -> Frame | None:
+        self.ensure_open()
+        return self.process(frame)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class InferStage(Stage):
+    """A stage whose work runs asynchronously on an inference engine.
+
+    Subclasses implement :meth:`start` (begin work on a frame; may block only
+    while every request of this stage is busy) and :meth:`finish_ready`/
+    :meth:`finish_all` through the helper :class:`pipeline.engine.OrderedRequests`.
+    Frames leave :meth:`poll` and :meth:`drain` in the order they were submitted,
+    including frames the stage decided not to run inference on.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: deque[tuple[Frame, Any]] = deque()
+
+    # to implement ------------------------------------------------------------------
+    def start(self, frame: Frame) -> Any:
+        """Start inference for ``frame``; return a ticket for :meth:`is_done`/:meth:`complete`."""
+        raise NotImplementedError
+
+    def is_done(self, ticket: Any) -> bool:
+        raise NotImplementedError
+
+    def complete(self, frame: Frame, ticket: Any) -> Frame | None:
+        """Wait for the ticket and write the results into the frame."""
+        raise NotImplementedError
+
+    def wants(self, frame: Frame) -> bool:
+        """False lets the frame pass without inference (interval, gating)."""
+        return True
+
+    # async API -------------------------------------------------------------------------
+    def submit(self, frame: Frame) -> None:
+        self.ensure_open()
+        ticket = self.start(frame) if self.wants(frame) else None
+        self._pending.append((frame, ticket))
+
+    def poll(self) -> list[Frame]:
+        """Frames whose work has finished, in submission order; never blocks."""
+        out: list[Frame] = []
+        while self._pending:
+            frame, ticket = self._pending[0]
+            if ticket is not None and not self.is_done(ticket):
+                break
+            self._pending.popleft()
+            done = self.complete(frame, ticket) if ticket is not None else frame
+            if done is not None:
+                out.append(done)
+        return out
+
+    def pop_oldest(self) -> list[Frame]:
+        """Wait for the oldest frame in flight and return it (or [] if dropped)."""
+        if not self._pending:
+            return []
+        frame, ticket = self._pending.popleft()
+        done = self.complete(frame, ticket) if ticket is not None else frame
+        return [] if done is None else [done]
+
+    def drain(self) -> list[Frame]:
+        """Wait for every frame in flight; return them in order."""
+        out: list[Frame] = []
+        while self._pending:
+            out.extend(self.pop_oldest())
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    #: frames the runtime keeps in flight per camera (stages set it from their request pools)
+    depth: int = 2
+
+    def process(self, frame: Frame) -> Frame | None:
+        self.submit(frame)
+        done = self.drain()
+        return done[-1] if done else None
+
+
+class SourceStage(Stage):
+    """A stage that produces frames in two steps the runtime may run on two threads.
+
+    ``units()`` yields compressed units as they arrive and ends with ``None``
+    (flush); ``decode_unit(unit)`` turns one unit into frames with increasing
+    ``seq``.  ``live`` sources drop their oldest units when the pipeline falls
+    behind; others make the reader wait.
+    """
+
+    kind: ClassVar[str] = "source"
+    live: bool = False
+    total_frames: int | None = None
+
+    def units(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def decode_unit(self, unit: Any) -> list[Frame]:
+        raise NotImplementedError
+
+    def frames(self) -> Iterator[Frame]:
+        """Every frame, read and decoded in the calling thread (embedding without a runtime)."""
+        self.ensure_open()
+        for unit in self.units():
+            yield from self.decode_unit(unit)

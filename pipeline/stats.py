@@ -1,0 +1,111 @@
+"""Run statistics: per-source frame counts and rates, per-stage latencies."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LatencyStats", "SourceStats", "RunSummary"]
+
+
+class LatencyStats:
+    """Latency samples in milliseconds (the most recent ``keep`` are kept)."""
+
+    def __init__(self, keep: int = 20000) -> None:
+        self._samples: deque[float] = deque(maxlen=keep)
+        self.count = 0
+
+    def add(self, ms: float) -> None:
+        self._samples.append(ms)
+        self.count += 1
+
+    def summary(self) -> dict[str, float]:
+        if not self._samples:
+            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
+        a = np.fromiter(self._samples, float)
+        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
+                "p95_ms": float(np.percentile(a, 95))}
+
+
+@dataclass
+class SourceStats:
+    source: str
+    total: int | None = None
+    decoded: int = 0
+    processed: int = 0
+    dropped: int = 0
+    skipped_errors: int = 0
+    first_out: float | None = None
+    last_out: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+    error: str | None = None
+    latency: LatencyStats = field(default_factory=LatencyStats)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def frame_out(self, captured_ns: int) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.processed += 1
+            if self.first_out is None:
+                self.first_out = now
+            self.last_out = now
+        self.latency.add((time.monotonic_ns() - captured_ns) / 1e6)
+
+    @property
+    def fps(self) -> float:
+        """Steady-state rate: frames between the first and the last output."""
+        if self.processed < 2 or self.first_out is None or self.last_out is None or self.last_out <= self.first_out:
+            return 0.0
+        return (self.processed - 1) / (self.last_out - self.first_out)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
+                "dropped": self.dropped, "skipped_errors": self.skipped_errors,
+                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
+
+
+@dataclass
+class RunSummary:
+    pipeline: str
+    mode: str
+    sources: list[SourceStats]
+    stages: dict[str, LatencyStats]
+    wall_s: float
+    error: str | None = None
+    stopped_by_signal: bool = False
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def total_fps(self) -> float:
+        return sum(s.fps for s in self.sources)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "mode": self.mode, "wall_s": round(self.wall_s, 3),
+                "total_fps": round(self.total_fps, 2), "sources": [s.as_dict() for s in self.sources],
+                "stages": {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in self.stages.items()},
+                "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs}
+
+    def table(self) -> str:
+        lines = [f"pipeline {self.pipeline} ({self.mode}), {self.wall_s:.1f} s"]
+        lines.append(f"{'source':<40} {'frames':>7} {'fps':>8} {'dropped':>8} {'p95 e2e ms':>11}")
+        for s in self.sources:
+            lat = s.latency.summary()
+            lines.append(f"{_short(s.source, 40):<40} {s.processed:>7} {s.fps:>8.1f} {s.dropped:>8} "
+                         f"{lat['p95_ms']:>11.1f}")
+        lines.append(f"{'stage':<40} {'frames':>7} {'mean ms':>8} {'p95 ms':>8}")
+        for name, st in self.stages.items():
+            sm = st.summary()
+            lines.append(f"{name:<40} {sm['count']:>7} {sm['mean_ms']:>8.2f} {sm['p95_ms']:>8.2f}")
+        for out in self.outputs:
+            lines.append(f"output: {out}")
+        return "\n".join(lines)
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]

@@ -1,0 +1,67 @@
+"""A second model on regions of interest: one crop per object of chosen labels.
+
+Crops of one frame are started together (each on its own infer request, up
+to ``requests`` in flight per camera); results are written into the objects
+(``attributes``, ``keypoints``) by the adapter.  Objects of other labels are
+left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
+from pipeline.frame import Frame
+from pipeline.stage import InferStage
+
+from ._infer_common import InferParams, make_adapter
+from .models.base import RoiAdapter
+
+
+class Classify(InferStage):
+    """Runs a model on the crop of every object whose label is in ``on``."""
+
+    class Params(InferParams):
+        on: list[str] = Field(description="object labels to run on, e.g. [face]")
+        max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")
+
+    params: Params
+
+    def open(self) -> None:
+        from pipeline.models import resolve_model
+
+        self.adapter: RoiAdapter = make_adapter("region", self.params.decoder, self.params.options, RoiAdapter)
+        spec: InputSpec = self.adapter.input_spec
+        model: LoadedModel = get_engine().load(resolve_model(self.params.model), spec, self.params.device,
+                                               self.params.hint, self.params.config)
+        self.model = model
+        if hasattr(self.adapter, "bind_model"):
+            self.adapter.bind_model(model)
+        n = self.params.requests or max(2, model.optimal_requests)
+        self.pool: RequestPool = model.create_pool(n)
+
+    def close(self) -> None:
+        if hasattr(self, "pool"):
+            self.pool.drain()
+
+    def start(self, frame: Frame) -> Any:
+        dets = frame.detections
+        idx = dets.with_label(self.params.on)
+        if len(idx) > self.params.max_objects:
+            idx = idx[(-dets.score[idx]).argsort(kind="stable")[: self.params.max_objects]]
+        jobs = []
+        adapter = self.adapter
+        for i in idx:
+            crop, ctx = adapter.prepare(frame, dets, int(i), self.model.input_hw)
+            jobs.append((int(i), self.pool.start(crop, lambda outs, ctx=ctx: adapter.decode(outs, ctx))))
+        return jobs
+
+    def is_done(self, ticket: Any) -> bool:
+        return all(self.pool.is_done(job) for _, job in ticket)
+
+    def complete(self, frame: Frame, ticket: Any) -> Frame:
+        for i, job in ticket:
+            self.adapter.apply(frame.detections, i, self.pool.finish(job))
+        return frame

@@ -1,0 +1,263 @@
+"""Video file sink: draws the detections and encodes frames with PyAV.
+
+Contract
+--------
+* One output file per camera, named by the ``path`` template (see
+  :mod:`stages._paths`).  The container is opened on the first frame; its
+  size is that frame's size rounded up to even numbers (4:2:0 chroma needs
+  even sizes): an odd last column/row is padded by repeating the edge.
+  Frames of another size later in the stream are scaled to the file's size.
+* The frame's own pixels are never changed: drawing happens on a copy.  The
+  frame is returned so further sinks can follow.
+* Timing: output timestamps use a 90 kHz clock and start at 0.  With frame
+  timestamps (``pts``/``time_base``) the output follows them; without, it
+  follows ``seq`` at the nominal rate (``fps``, else ``source_fps`` set by the
+  runtime, else 25).  Timestamps never repeat or go back: a repeated or
+  slightly early timestamp is moved one tick after the previous frame, and a
+  jump back by more than a second (a looping or restarted source) continues
+  one frame interval after the previous frame.
+* Every processed frame is written (``frames_written`` counts them).
+* :meth:`close` flushes the encoder and closes the container, so the file is
+  playable after normal ends, errors and signals.  It may run more than once,
+  from another thread, or from a signal handler that interrupted
+  :meth:`process`; frames that arrive after it are passed on but not written
+  (until the stage is opened again, which starts a new file).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, ClassVar
+
+import av
+import cv2
+import numpy as np
+from pydantic import Field
+
+from pipeline.frame import Frame
+from pipeline.stage import Params as StageParams
+from pipeline.stage import Stage, StageError
+
+from ._paths import resolve_output
+from .annotate import Annotator, annotate_all, default_annotators
+
+__all__ = ["Encode", "TIME_BASE"]
+
+log = logging.getLogger(__name__)
+
+TIME_BASE = Fraction(1, 90_000)  # output clock (encoder and packet timestamps)
+DEFAULT_FPS = 25.0
+_RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
+
+
+class Encode(Stage):
+    """Writes annotated frames to a video file (sink that passes frames on)."""
+
+    kind: ClassVar[str] = "sink"
+
+    class Params(StageParams):
+        path: str = Field("{output}/{source}.mp4", description="output file template: {output}, {source}, {name}")
+        codec: str = Field("libx264", description="FFmpeg encoder name")
+        crf: int = Field(23, ge=0, le=63, description="constant rate factor (encoders that support it)")
+        preset: str = Field("veryfast", description="encoder speed preset (encoders that support it)")
+        pix_fmt: str = Field("yuv420p", description="pixel format of the file")
+        annotate: bool = Field(True, description="draw boxes, keypoints and text before encoding")
+        threads: int = Field(0, ge=0, description="encoder threads; 0 = codec default")
+        fps: float | None = Field(None, gt=0, description="nominal rate in frames/s: clock for frames "
+                                  "without timestamps and the encoder's rate hint; None = source_fps or 25")
+
+    params: Params
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.output_dir: Path | None = None  # set by the runtime
+        self.source_fps: float | None = None  # optional hint from the runtime
+        self.annotators: list[Annotator] = default_annotators()
+        self.path: Path | None = None
+        self.frames_written = 0
+        self._lock = threading.RLock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._container: Any = None
+        self._stream: Any = None
+        self._size: tuple[int, int] = (0, 0)  # (width, height) of the file
+        self._use_ts = False
+        self._t0 = Fraction(0)  # source time (s) or seq mapped to output 0
+        self._seq0 = 0
+        self._offset = 0  # ticks added after source restarts
+        self._last_pts: int | None = None
+        self._last_src: int | None = None
+        self._busy = False
+        self._close_pending = False
+        self._finished = False
+
+    # lifecycle ------------------------------------------------------------------
+    def open(self) -> None:
+        with self._lock:
+            if self._container is not None:
+                self._finalise()
+            self._reset()
+            self.frames_written = 0
+            self.path = None
+
+    def process(self, frame: Frame) -> Frame | None:
+        with self._lock:
+            if self._finished:
+                return frame
+            self._busy = True
+            try:
+                self._write(frame)
+            finally:
+                self._busy = False
+                if self._close_pending:
+                    self._finalise()
+        return frame
+
+    def close(self) -> None:
+        """Flush the encoder and close the file; safe to call again or re-entrantly."""
+        with self._lock:
+            if self._busy:  # re-entered from a signal handler during process()
+                self._close_pending = True
+                return
+            self._finalise()
+
+    # internals ------------------------------------------------------------------
+    @property
+    def nominal_fps(self) -> float:
+        return float(self.params.fps or self.source_fps or DEFAULT_FPS)
+
+    def _write(self, frame: Frame) -> None:
+        if self._container is None:
+            self._start(frame)
+        vframe, borrowed = self._video_frame(frame)
+        saved = _timing(vframe) if borrowed else None
+        pts = self._next_pts(frame)
+        try:
+            _set_timing(vframe, (pts, TIME_BASE, self._step()))
+            packets = self._stream.encode(vframe)
+        except av.FFmpegError as exc:
+            raise StageError(f"{self.name}: encoding frame {frame.source_id}#{frame.seq} failed: {exc}") from exc
+        finally:
+            if saved is not None:
+                _set_timing(vframe, saved)
+        self._last_pts = pts
+        self.frames_written += 1
+        if packets:
+            self._container.mux(packets)
+
+    def _start(self, frame: Frame) -> None:
+        width, height = frame.width + frame.width % 2, frame.height + frame.height % 2
+        p = self.params
+        self.path = resolve_output(p.path, self)
+        self._use_ts = frame.pts is not None and frame.time_base is not None
+        self._t0 = Fraction(frame.pts) * Fraction(frame.time_base) if self._use_ts else Fraction(0)
+        self._seq0 = frame.seq
+        container = av.open(str(self.path), mode="w")
+        try:
+            rate = Fraction(self.nominal_fps).limit_denominator(100_000)
+            stream = container.add_stream(p.codec, rate=rate)
+            stream.width, stream.height = width, height
+            stream.pix_fmt = p.pix_fmt
+            stream.codec_context.time_base = TIME_BASE
+            stream.time_base = TIME_BASE
+            if p.threads:
+                stream.codec_context.thread_count = p.threads
+            wanted = {"crf": str(p.crf), "preset": p.preset}
+            supported = _private_options(stream.codec_context)
+            stream.options = {k: v for k, v in wanted.items() if k in supported}
+        except (av.FFmpegError, ValueError, TypeError) as exc:
+            container.close()
+            self.path.unlink(missing_ok=True)
+            raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}) for {self.path}: {exc}") from exc
+        self._container, self._stream, self._size = container, stream, (width, height)
+
+    def _video_frame(self, frame: Frame) -> tuple[Any, bool]:
+        """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame."""
+        w, h = self._size
+        draw = self.params.annotate and len(frame.detections) > 0
+        src = frame.av_frame
+        if not draw and frame._image is None and src is not None and (src.width, src.height) == (w, h):
+            return src, True  # no conversion to BGR and back
+        image = frame.image()
+        ih, iw = image.shape[:2]
+        if (iw, ih) == (w, h):
+            image = image.copy() if draw else image
+        elif (iw + iw % 2, ih + ih % 2) == (w, h):
+            image = cv2.copyMakeBorder(image, 0, h - ih, 0, w - iw, cv2.BORDER_REPLICATE)
+        else:  # size changed mid-stream: draw at source size, then scale
+            image = cv2.resize(image.copy() if draw else image, (w, h), interpolation=cv2.INTER_AREA)
+            if draw:
+                draw = False
+                annotate_all(image, _scaled(frame, w / iw, h / ih), self.annotators)
+        if draw:
+            annotate_all(image, frame.detections, self.annotators)
+        return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
+
+    def _step(self) -> int:
+        return max(1, round(1 / (self.nominal_fps * TIME_BASE)))
+
+    def _next_pts(self, frame: Frame) -> int:
+        if self._use_ts and frame.pts is not None and frame.time_base is not None:
+            t = Fraction(frame.pts) * Fraction(frame.time_base) - self._t0
+            pts = round(t / TIME_BASE) + self._offset
+        elif self._use_ts:  # timestamps stopped: one nominal interval later
+            pts = (self._last_pts if self._last_pts is not None else -self._step()) + self._step()
+        else:
+            pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.nominal_fps) / TIME_BASE)
+        last = self._last_pts
+        if last is not None and pts <= last:
+            if self._use_ts and (last - pts) * TIME_BASE > _RESTART_JUMP:
+                self._offset += last + self._step() - pts
+                pts = last + self._step()
+            else:
+                pts = last + 1
+        return pts
+
+    def _finalise(self) -> None:
+        self._finished = True
+        container, stream = self._container, self._stream
+        self._container = self._stream = None
+        if container is None:
+            return
+        try:
+            if self.frames_written:
+                container.mux(stream.encode(None))
+        finally:
+            container.close()
+            if not self.frames_written and self.path is not None:
+                self.path.unlink(missing_ok=True)  # nothing playable was written
+
+
+def _timing(vframe: Any) -> tuple[Any, Any, Any]:
+    return vframe.pts, vframe.time_base, getattr(vframe, "duration", None)
+
+
+def _set_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
+    vframe.pts, vframe.time_base, duration = timing
+    if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
+        vframe.duration = duration
+
+
+def _private_options(ctx: Any) -> set[str]:
+    """Names of the encoder's own options (crf, preset, ...)."""
+    try:
+        return {o.name for o in ctx.supported_options.private}
+    except AttributeError:  # older PyAV: assume the x264/x265 family
+        return {"crf", "preset"} if ctx.name.startswith(("libx264", "libx265")) else set()
+
+
+def _scaled(frame: Frame, sx: float, sy: float) -> Any:
+    """The frame's detections with boxes, keypoints and landmarks scaled by (sx, sy)."""
+    det = frame.detections[np.arange(len(frame.detections))]
+    scale = np.array([sx, sy], np.float32)
+    det.xyxy = det.xyxy * np.tile(scale, 2)
+    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
+    det.attributes = [
+        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
+        for a in det.attributes
+    ]
+    return det

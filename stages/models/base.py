@@ -1,0 +1,118 @@
+"""Model adapters: everything that is specific to one model family.
+
+An adapter says how the engine must normalise the input (:class:`InputSpec`),
+whether the image is letterboxed (aspect ratio kept, zero padding) or
+stretched, and how raw output arrays turn into results.  Detector adapters
+return :class:`Detections` in *model-input pixels* (0..W, 0..H of the model's
+input tensor); the detect stage maps them back to source pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from pipeline.engine import InputSpec
+from pipeline.frame import Detections
+
+__all__ = ["DetectorAdapter", "DECODERS", "register", "Letterbox"]
+
+
+class DetectorAdapter:
+    """Turns the outputs of one detector model into detections.
+
+    ``input_spec``: normalisation baked into the engine.
+    ``letterbox``: keep the aspect ratio and pad (True) or stretch (False).
+    ``decode(outputs, input_hw)``: outputs in the compiled model's output order,
+    (height, width) of the model input; returns Detections in model-input pixels.
+    The output arrays are views into request buffers: copy what you keep.
+    """
+
+    input_spec: ClassVar[InputSpec] = InputSpec()
+    letterbox: ClassVar[bool] = True
+    pad_value: ClassVar[int] = 0
+
+    def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
+        raise NotImplementedError
+
+
+DECODERS: dict[str, Callable[..., Any]] = {}
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: make an adapter available under ``name`` in YAML."""
+
+    def wrap(cls: type) -> type:
+        DECODERS[name] = cls
+        return cls
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """Maps between source pixels and model-input pixels.
+
+    Source (w, h) is scaled by ``scale`` and placed at (pad_x, pad_y) inside
+    the model input; ``inner`` is the (width, height) of the scaled image.
+    """
+
+    scale_x: float
+    scale_y: float
+    pad_x: int
+    pad_y: int
+    inner: tuple[int, int]
+
+    @classmethod
+    def fit(cls, src_wh: tuple[int, int], dst_wh: tuple[int, int], keep_aspect: bool) -> "Letterbox":
+        sw, sh = src_wh
+        dw, dh = dst_wh
+        if not keep_aspect:
+            return cls(dw / sw, dh / sh, 0, 0, (dw, dh))
+        s = min(dw / sw, dh / sh)
+        iw, ih = max(1, min(dw, round(sw * s))), max(1, min(dh, round(sh * s)))
+        return cls(iw / sw, ih / sh, (dw - iw) // 2, (dh - ih) // 2, (iw, ih))
+
+    def to_source(self, points: np.ndarray) -> np.ndarray:
+        """(..., 2) model-input pixels -> source pixels."""
+        pts = np.asarray(points, np.float32).copy()
+        pts[..., 0] = (pts[..., 0] - self.pad_x) / self.scale_x
+        pts[..., 1] = (pts[..., 1] - self.pad_y) / self.scale_y
+        return pts
+
+    def detections_to_source(self, dets: Detections, src_wh: tuple[int, int]) -> Detections:
+        if not len(dets):
+            return dets
+        xyxy = self.to_source(dets.xyxy.reshape(-1, 2, 2)).reshape(-1, 4)
+        w, h = src_wh
+        xyxy[:, [0, 2]] = xyxy[:, [0, 2]].clip(0, w)
+        xyxy[:, [1, 3]] = xyxy[:, [1, 3]].clip(0, h)
+        kps = [None if k is None else self.to_source(k) for k in dets.keypoints]
+        return Detections(xyxy=xyxy, score=dets.score, label=dets.label, track_id=dets.track_id,
+                          keypoints=kps, attributes=dets.attributes)
+
+
+class RoiAdapter:
+    """A model run on regions of interest (one crop per object).
+
+    ``input_spec``: normalisation baked into the engine (``size`` set for
+    dynamic models; width -1 keeps the width dynamic, e.g. text recognition).
+    ``prepare(frame, dets, i, input_hw)`` returns the uint8 crop (H, W, 3) in
+    ``input_spec.host_color`` order and a context object for ``decode``.
+    ``decode(outputs, context)`` turns output views into a result (copy what
+    you keep).  ``apply(dets, i, result)`` writes the result into object i
+    (``dets.attributes[i]``, ``dets.keypoints[i]``).
+    """
+
+    input_spec: ClassVar[InputSpec] = InputSpec()
+
+    def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
+        raise NotImplementedError
+
+    def decode(self, outputs: list[np.ndarray], context: Any) -> Any:
+        raise NotImplementedError
+
+    def apply(self, dets: Detections, i: int, result: Any) -> None:
+        raise NotImplementedError

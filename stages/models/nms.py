@@ -1,0 +1,107 @@
+"""Non-maximum suppression: plain (greedy) and weighted (MediaPipe style).
+
+Boxes are (N, 4) ``[x1, y1, x2, y2]`` in any consistent unit; overlap is
+intersection over union.  A box is suppressed when its IoU with a kept box
+is strictly greater than ``iou_threshold``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["iou_matrix", "nms", "weighted_nms", "WeightedResult"]
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) IoU between boxes ``a`` (N, 4) and ``b`` (M, 4); 0 where a union is empty."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
+    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, max_out: int | None = None) -> np.ndarray:
+    """Greedy NMS; indices (int64) of kept boxes, highest score first."""
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    if len(order) == 0:
+        return np.zeros((0,), np.int64)
+    iou = iou_matrix(boxes[order], boxes[order])
+    alive = np.ones(len(order), bool)
+    keep: list[int] = []
+    for i in range(len(order)):
+        if not alive[i]:
+            continue
+        keep.append(i)
+        if max_out is not None and len(keep) >= max_out:
+            break
+        alive &= ~(iou[i] > iou_threshold)
+    return order[np.asarray(keep, np.int64)]
+
+
+class WeightedResult(NamedTuple):
+    """Merged clusters, highest score first.
+
+    boxes (M, 4) score-weighted mean corners; scores (M,) score of each cluster's
+    best box; keypoints (M, K, 2) score-weighted means or None; index (M,) index
+    of each cluster's best box in the input.
+    """
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    keypoints: np.ndarray | None
+    index: np.ndarray
+
+
+def weighted_nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 keypoints: np.ndarray | None = None, max_out: int | None = None) -> WeightedResult:
+    """MediaPipe's WEIGHTED suppression.
+
+    Repeatedly takes the best remaining box; every remaining box whose IoU with
+    it exceeds ``iou_threshold`` (the best box included) joins its cluster and is
+    removed.  The cluster's box and keypoints are the score-weighted mean of its
+    members; its score is the best box's score.
+    """
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    scores = np.asarray(scores, np.float32).reshape(-1)
+    kps = None if keypoints is None else np.asarray(keypoints, np.float32).reshape(len(boxes), -1, 2)
+    order = np.argsort(-scores, kind="stable")
+    iou = iou_matrix(boxes[order], boxes[order])
+    s = scores[order].astype(np.float64)
+    remaining = np.ones(len(order), bool)
+    out_boxes: list[np.ndarray] = []
+    out_kps: list[np.ndarray] = []
+    out_idx: list[int] = []
+    for i in range(len(order)):
+        if not remaining[i]:
+            continue
+        members = remaining & (iou[i] > iou_threshold)
+        members[i] = True  # a degenerate (zero-area) box still forms its own cluster
+        remaining &= ~members
+        w = s[members]
+        total = w.sum()
+        if total > 0:
+            out_boxes.append((boxes[order[members]] * w[:, None]).sum(0) / total)
+            if kps is not None:
+                out_kps.append((kps[order[members]] * w[:, None, None]).sum(0) / total)
+        else:
+            out_boxes.append(boxes[order[i]])
+            if kps is not None:
+                out_kps.append(kps[order[i]])
+        out_idx.append(int(order[i]))
+        if max_out is not None and len(out_idx) >= max_out:
+            break
+    idx = np.asarray(out_idx, np.int64)
+    k = 0 if kps is None else kps.shape[1]
+    return WeightedResult(
+        boxes=np.asarray(out_boxes, np.float32).reshape(-1, 4),
+        scores=scores[idx],
+        keypoints=None if kps is None else np.asarray(out_kps, np.float32).reshape(-1, k, 2),
+        index=idx,
+    )

@@ -1,0 +1,31 @@
+"""Shared test fixtures: where the shared assets live and small helpers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("VAPIPE_SHARED", ROOT.parent / "shared")).resolve()
+
+# Tests read models in place from the shared folder unless told otherwise.
+os.environ.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"shared assets not found at {SHARED} (set VAPIPE_SHARED)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def videos_dir(shared_dir: Path) -> Path:
+    return shared_dir / "data" / "videos"
+
+
+@pytest.fixture(scope="session")
+def models_dir(shared_dir: Path) -> Path:
+    return shared_dir / "models"

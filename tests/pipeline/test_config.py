@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import ConfigError, apply_overrides, load_config, parse_config
+from pipeline.graph import build_graph
+
+GOOD = """
+pipelines:
+  p:
+    description: test
+    stages:
+      - name: src
+        type: "pipeline.testing:ListSource"
+      - name: sink
+        type: "pipeline.testing:CollectSink"
+"""
+
+
+def test_valid_pipeline_parses_into_typed_specs() -> None:
+    cfg = parse_config(GOOD, "t.yaml")
+    spec = cfg.get("p")
+    assert spec.description == "test"
+    assert [s.name for s in spec.stages] == ["src", "sink"]
+
+
+def test_unknown_stage_type_lists_known_types_and_line() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(GOOD.replace('"pipeline.testing:CollectSink"', "detekt"), "t.yaml")
+    msg = str(err.value)
+    assert msg.startswith("t.yaml:8:") and "'detekt'" in msg and "detect" in msg and "decode" in msg
+
+
+def test_unknown_parameter_is_an_error_naming_it_and_valid_ones() -> None:
+    text = GOOD.replace('type: "pipeline.testing:ListSource"', 'type: "pipeline.testing:ListSource"\n        params: {cont: 3}')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "t.yaml")
+    assert "unknown parameter 'cont'" in str(err.value) and "count" in str(err.value)
+
+
+def test_on_key_stays_a_string_not_a_yaml11_boolean() -> None:
+    cfg = parse_config("pipelines:\n  p:\n    stages:\n      - {name: s, type: 'pipeline.testing:ListSource', "
+                       "params: {uri: on}}\n", "t.yaml")
+    assert cfg.get("p").stages[0].params["uri"] == "on"
+
+
+def test_cycle_is_reported_as_its_path() -> None:
+    text = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource"}
+      - {name: a, type: "pipeline.testing:CollectSink", inputs: [src, b]}
+      - {name: b, type: "pipeline.testing:CollectSink", inputs: [a]}
+"""
+    spec = parse_config(text, "t.yaml").get("p")
+    with pytest.raises(ConfigError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
+        build_graph(spec, "t.yaml")
+
+
+def test_unknown_input_names_the_stages() -> None:
+    text = GOOD.replace('type: "pipeline.testing:CollectSink"', 'type: "pipeline.testing:CollectSink"\n        inputs: [nope]')
+    spec = parse_config(text, "t.yaml").get("p")
+    with pytest.raises(ConfigError, match="input 'nope' is not a stage; stages: src, sink"):
+        build_graph(spec, "t.yaml")
+
+
+def test_missing_model_file_is_named() -> None:
+    text = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode}
+      - {name: det, type: detect, params: {model: /no/such/model.onnx, decoder: blazeface}}
+"""
+    with pytest.raises(ConfigError, match="/no/such/model.onnx"):
+        parse_config(text, "t.yaml")
+
+
+def test_invalid_yaml_cites_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"t.yaml:\d+: invalid YAML: expected the node content"):
+        parse_config("pipelines:\n  p:\n    stages: [\n", "t.yaml")
+
+
+def test_overrides_change_params_and_reject_unknown_ones() -> None:
+    spec = parse_config(GOOD, "t.yaml").get("p")
+    new = apply_overrides(spec, ["src.count=5"])
+    assert new.stages[0].params["count"] == 5 and "count" not in spec.stages[0].params
+    with pytest.raises(ConfigError, match="unknown parameter 'bogus'"):
+        apply_overrides(spec, ["src.bogus=1"])
+    with pytest.raises(ConfigError, match="no stage 'zzz'"):
+        apply_overrides(spec, ["zzz.count=1"])
+
+
+def test_graph_renders_in_all_formats() -> None:
+    graph = build_graph(parse_config(GOOD, "t.yaml").get("p"))
+    assert "src --> sink" in graph.render("mermaid")
+    assert '"src" -> "sink";' in graph.render("dot")
+    assert "sink [pipeline.testing:CollectSink]  <- src" in graph.render("text")
+
+
+def test_shipped_pipelines_file_is_valid(models_dir) -> None:
+    cfg = load_config("pipelines.yaml")
+    assert {"faces", "ocr", "persons"} <= set(cfg.pipelines)
+    faces = [s.name for s in cfg.get("faces").stages]
+    assert faces == ["decode", "face_detect", "landmarks", "encode", "metadata"]
+    for spec in cfg.pipelines.values():
+        build_graph(spec)

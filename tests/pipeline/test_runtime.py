@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import parse_config
+from pipeline.graph import build_graph
+from pipeline.runtime import RunOptions, run_pipeline
+from pipeline.testing import COLLECTED
+
+LINEAR = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 30, decode_ms: 4}}
+      - {name: infer, type: "pipeline.testing:SleepInfer", params: {ms: 8, requests: 2}}
+      - {name: sink, type: "pipeline.testing:CollectSink"}
+"""
+
+BRANCHES = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 25}}
+      - {name: a, type: "pipeline.testing:SleepInfer", params: {ms: 3, label: a}}
+      - {name: b, type: "pipeline.testing:SleepInfer", params: {ms: 7, label: b}, inputs: [src]}
+      - {name: sink, type: "pipeline.testing:CollectSink", inputs: [a, b]}
+"""
+
+
+def _run(text: str, tmp_path: Path, sources: list[str] | None = None, **kw) -> tuple:
+    spec = parse_config(text, "test.yaml").get("p")
+    graph = build_graph(spec)
+    summary = run_pipeline(graph, sources or ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False, **kw))
+    return summary, COLLECTED["sink"]
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_frames_leave_in_order_with_results(tmp_path: Path, sync: bool) -> None:
+    summary, out = _run(LINEAR, tmp_path, sync=sync)
+    assert summary.error is None
+    frames = out["cam"]
+    assert [f.seq for f in frames] == list(range(30))
+    assert all(list(f.detections.label) == ["thing"] for f in frames)
+    assert summary.sources[0].processed == 30
+
+
+def test_async_overlaps_decode_of_next_frame_with_inference(tmp_path: Path) -> None:
+    spec = parse_config(LINEAR, "t.yaml").get("p")
+    graph = build_graph(spec)
+    from pipeline import runtime
+
+    seen = {}
+    orig = runtime._Camera.open
+
+    def spy(cam):  # keep a handle on the per-camera stage to read its intervals
+        orig(cam)
+        seen["infer"] = cam.stages["infer"]
+
+    runtime._Camera.open = spy
+    try:
+        summary = run_pipeline(graph, ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False))
+    finally:
+        runtime._Camera.open = orig
+    assert summary.error is None
+    iv = sorted(seen["infer"].intervals)
+    overlapping = sum(1 for (_, s0, e0), (_, s1, _) in zip(iv, iv[1:]) if s1 < e0)
+    # with two requests in flight, inference of N+1 starts before N has finished
+    assert overlapping >= len(iv) // 2
+
+
+def test_fan_out_and_fan_in_merge_results_on_the_same_frame(tmp_path: Path) -> None:
+    summary, out = _run(BRANCHES, tmp_path)
+    assert summary.error is None
+    frames = out["cam"]
+    assert [f.seq for f in frames] == list(range(25))
+    assert all(sorted(f.detections.label) == ["a", "b"] for f in frames)
+
+
+def test_frames_without_inference_still_leave_in_order(tmp_path: Path) -> None:
+    text = LINEAR.replace("requests: 2}", "requests: 2, skip_every: 3}")
+    summary, out = _run(text, tmp_path)
+    frames = out["cam"]
+    assert [f.seq for f in frames] == list(range(30))
+    labelled = [len(f.detections) for f in frames]
+    assert labelled.count(0) == 10 and labelled.count(1) == 20
+
+
+def test_several_sources_run_concurrently_with_own_results(tmp_path: Path) -> None:
+    summary, out = _run(LINEAR, tmp_path, sources=["cam", "cam", "other"])
+    assert summary.error is None
+    assert sorted(out) == ["cam", "cam-2", "other"]
+    assert all([f.seq for f in frames] == list(range(30)) for frames in out.values())
+
+
+def test_max_frames_stops_each_source(tmp_path: Path) -> None:
+    summary, out = _run(LINEAR, tmp_path, max_frames=7)
+    assert [f.seq for f in out["cam"]] == list(range(7))
+
+
+FAILING = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 40}}
+      - {name: fail, type: "pipeline.testing:Fail", params: {every: 10}ON_ERROR}
+      - {name: sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+def test_skip_policy_drops_failing_frames_and_counts_them(tmp_path: Path) -> None:
+    summary, out = _run(FAILING.replace("ON_ERROR", ", on_error: skip"), tmp_path)
+    assert summary.error is None
+    assert len(out["cam"]) == 36
+    assert summary.sources[0].skipped_errors == 4
+
+
+def test_stop_policy_ends_the_run_with_a_one_line_error(tmp_path: Path) -> None:
+    summary, out = _run(FAILING.replace("ON_ERROR", ", on_error: stop"), tmp_path)
+    assert summary.error is not None
+    assert "stage 'fail'" in summary.error and "planned failure on frame 9" in summary.error
+    assert "\n" not in summary.error
+    assert len(out["cam"]) <= 9
+
+
+def test_user_stages_skip_per_frame_errors_by_default(tmp_path: Path) -> None:
+    summary, out = _run(FAILING.replace("ON_ERROR", ""), tmp_path)
+    assert summary.error is None and summary.sources[0].skipped_errors == 4
