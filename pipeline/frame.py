@@ -163,6 +163,11 @@ class Frame:
             return None
         return float(self.pts * self.time_base)
 
+    @property
+    def has_image(self) -> bool:
+        """True once full-resolution BGR pixels exist (converted or given)."""
+        return self._image is not None
+
     def image(self) -> np.ndarray:
         """Full-resolution BGR uint8 (H, W, 3), converted once and cached."""
         if self._image is None:
@@ -205,6 +210,42 @@ class Frame:
         self._resized[key] = out
         return out
 
+    def warped(self, matrix: np.ndarray, width: int, height: int, fmt: str = "bgr24") -> np.ndarray:
+        """The frame mapped through the 2x3 affine ``matrix`` (source pixels -> output
+        pixels, OpenCV convention) into a (height, width) image, bilinear, black outside.
+
+        From a planar YUV 4:2:0 decoder frame each plane is warped on its own
+        (the chroma planes with the matrix adjusted to their half resolution), so
+        only output pixels are computed and no full-frame conversion happens.
+        """
+        if fmt not in PIXEL_FORMATS:
+            raise ValueError(f"unknown pixel format {fmt!r}; valid: {', '.join(PIXEL_FORMATS)}")
+        m = np.asarray(matrix, np.float64).reshape(2, 3)
+        av_frame = self.av_frame
+        if self._image is None and av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p"):
+            full = av_frame.format.name == "yuvj420p"
+            flags = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+            y = cv2.warpAffine(plane_array(av_frame.planes[0], av_frame.width), m, (width, height),
+                               borderValue=0 if full else 16, **flags)
+            if fmt == "gray":
+                return y if full else cv2.LUT(y, _LUT_Y)
+            # A chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5), as
+            # FFmpeg's scaler replicates chroma when it converts a 4:2:0 frame to RGB.
+            mc = m.copy()
+            mc[:, :2] *= 2.0
+            mc[:, 2] += m[:, :2] @ np.array([0.5, 0.5])
+            cw = (av_frame.width + 1) // 2
+            u = cv2.warpAffine(plane_array(av_frame.planes[1], cw), mc, (width, height), borderValue=128, **flags)
+            v = cv2.warpAffine(plane_array(av_frame.planes[2], cw), mc, (width, height), borderValue=128, **flags)
+            return _ycrcb_to(y, u, v, full, fmt)
+        out = cv2.warpAffine(self.image(), m, (width, height), flags=cv2.INTER_LINEAR,
+                             borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+        if fmt == "rgb24":
+            return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
+        if fmt == "gray":
+            return cv2.cvtColor(out, cv2.COLOR_BGR2GRAY)
+        return out
+
 
 def plane_array(plane: Any, width: int) -> np.ndarray:
     """View of one decoder plane as (height, width) uint8 without a copy."""
@@ -220,18 +261,18 @@ def _resize_yuv420(av_frame: Any, width: int, height: int, fmt: str) -> np.ndarr
     cw = (av_frame.width + 1) // 2
     u = cv2.resize(plane_array(av_frame.planes[1], cw), (width, height), interpolation=cv2.INTER_LINEAR)
     v = cv2.resize(plane_array(av_frame.planes[2], cw), (width, height), interpolation=cv2.INTER_LINEAR)
-    yuv = cv2.merge((ys, u, v))
-    code = cv2.COLOR_YUV2RGB if fmt == "rgb24" else cv2.COLOR_YUV2BGR
-    if av_frame.format.name == "yuvj420p":
-        return cv2.cvtColor(yuv, code)
-    # Limited-range (16-235) video: expand to full range before the conversion.
-    return cv2.cvtColor(_expand_limited_range(yuv), code)
+    return _ycrcb_to(ys, u, v, av_frame.format.name == "yuvj420p", fmt)
+
+
+def _ycrcb_to(y: np.ndarray, u: np.ndarray, v: np.ndarray, full_range: bool, fmt: str) -> np.ndarray:
+    """BT.601 Y, Cb (u), Cr (v) planes of equal size -> BGR or RGB (as FFmpeg's scaler does
+    for streams that do not name their colour space)."""
+    ycrcb = cv2.merge((y, v, u))
+    if not full_range:  # limited range (16-235/240): expand before the conversion
+        ycrcb = cv2.LUT(ycrcb, _LUT_YUV)
+    return cv2.cvtColor(ycrcb, cv2.COLOR_YCrCb2RGB if fmt == "rgb24" else cv2.COLOR_YCrCb2BGR)
 
 
 _LUT_Y = np.clip((np.arange(256) - 16) * 255.0 / 219.0, 0, 255).astype(np.uint8)
 _LUT_C = np.clip((np.arange(256) - 128) * 255.0 / 224.0 + 128, 0, 255).astype(np.uint8)
 _LUT_YUV = np.stack([_LUT_Y, _LUT_C, _LUT_C], axis=1).reshape(256, 1, 3)
-
-
-def _expand_limited_range(yuv: np.ndarray) -> np.ndarray:
-    return cv2.LUT(yuv, _LUT_YUV)

@@ -168,6 +168,9 @@ class _Camera:
             st.source_id = source_id
             st.output_dir = opts.output_dir  # type: ignore[attr-defined]
         self.source = self.stages[graph.source]
+        # Convert each frame to full-size BGR once, on the decoder thread, when any
+        # stage reads full-resolution pixels; otherwise stages scale from the planes.
+        self.needs_image = any(st.needs_image for st in self.stages.values())
         self.stats = SourceStats(source_id)
         self.halt_reading = threading.Event()
         self.units = BoundedQueue(opts.queue_size, "drop_oldest" if getattr(self.source, "live", False) else "block",
@@ -204,6 +207,11 @@ class _Camera:
                 st.ensure_open()
             except Exception as exc:  # noqa: BLE001
                 raise StageFailure(_one_line(exc, f"stage {name!r} on source {self.source_id!r}")) from exc
+            if st is self.source:
+                rate = getattr(st, "frame_rate", None)
+                for other in self.stages.values():
+                    if hasattr(other, "source_fps"):
+                        other.source_fps = rate
         self.stats.total = getattr(self.source, "total_frames", None)
 
     def close(self) -> None:
@@ -253,6 +261,8 @@ class _Camera:
                 for frame in self.source.decode_unit(unit):  # type: ignore[attr-defined]
                     if not self._take(frame):
                         break
+                    if self.needs_image:
+                        frame.image()
                     self.frames.put(frame)
                 if self.halt_reading.is_set() and not len(self.units):
                     break
@@ -297,6 +307,8 @@ class _Camera:
                     if not self._take(frame):
                         stop = True
                         break
+                    if self.needs_image:
+                        frame.image()
                     executor.feed(frame)
                 if stop:
                     break
@@ -414,7 +426,7 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     outputs: list[str] = []
     for c in cameras:
         for st in c.stages.values():
-            path = getattr(st, "output_path", None)
+            path = getattr(st, "path", None) if st.kind == "sink" else None
             if path is not None:
                 outputs.append(str(path))
     return RunSummary(pipeline=graph.spec.name, mode="sync" if opts.sync else "async",

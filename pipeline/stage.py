@@ -44,6 +44,9 @@ class Stage:
 
     Params: ClassVar[type[Params]] = Params
     kind: ClassVar[str] = "transform"
+    #: True if the stage reads full-resolution pixels (``frame.image()``); the runtime
+    #: then converts each frame once on the decoder thread, and scalers reuse it.
+    needs_image: ClassVar[bool] = False
 
     def __init__(self, params: Params | dict[str, Any] | None = None, *, name: str | None = None,
                  **kwargs: Any) -> None:

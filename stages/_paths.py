@@ -42,7 +42,7 @@ def safe_name(source_id: str) -> str:
         if parts.port:
             host = f"{host}_{parts.port}"
         text = "_".join(p for p in (parts.scheme, host, parts.path, parts.query) if p)
-    name = _UNSAFE.sub("_", text).strip("._-")
+    name = re.sub(r"__+", "_", _UNSAFE.sub("_", text)).strip("._-")
     if len(name) > _MAX_LEN:
         digest = hashlib.sha1(str(source_id).encode()).hexdigest()[:8]
         name = f"{name[:_MAX_LEN - 9]}-{digest}"

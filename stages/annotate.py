@@ -10,6 +10,7 @@ OpenCV's Hershey fonts, which only cover ASCII: other characters show as ``?``.
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 from typing import Any, Protocol
 
 import cv2
@@ -55,6 +56,8 @@ def _ascii(text: str) -> str:
 def _check(image: np.ndarray) -> None:
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"annotators draw on BGR uint8 (H, W, 3) images, got {image.dtype} {image.shape}")
+    if not image.flags.c_contiguous or not image.flags.writeable:
+        raise ValueError("annotators draw in place: the image must be a writeable, C-contiguous array")
 
 
 def _caption(image: np.ndarray, text: str, x: int, y: int, color: Color, scale: float,
@@ -78,6 +81,7 @@ def _caption(image: np.ndarray, text: str, x: int, y: int, color: Color, scale: 
     cv2.putText(image, text, (left + pad, top + pad + th), _FONT, scale, fg, thick, cv2.LINE_AA)
 
 
+@lru_cache(maxsize=16)
 def _disk(radius: int) -> np.ndarray:
     r = max(0, int(radius))
     dy, dx = np.mgrid[-r:r + 1, -r:r + 1]
@@ -85,23 +89,24 @@ def _disk(radius: int) -> np.ndarray:
     return np.stack([dx[keep], dy[keep]], axis=1).astype(np.int32)
 
 
-def _stamp(image: np.ndarray, points: np.ndarray, colors: np.ndarray, radius: int) -> None:
-    """Filled dots of ``radius`` at float (M, 2) ``points``; ``colors`` (M, 3) uint8.
+def _stamp(image: np.ndarray, points: np.ndarray, color: Color, radius: int) -> None:
+    """Filled dots of ``radius`` and one ``color`` at float (M, 2) ``points``.
 
-    Vectorised: all dots are written with one fancy-indexed assignment;
+    Vectorised: all dots are written with one flat fancy-indexed assignment;
     non-finite points and pixels outside the image are skipped.
     """
     if not len(points):
         return
-    ok = np.isfinite(points).all(axis=1)
-    pts = np.rint(points[ok]).astype(np.int32)
-    cols = colors[ok]
-    offs = _disk(radius)
-    xy = (pts[:, None, :] + offs[None, :, :]).reshape(-1, 2)
-    cols = np.repeat(cols, len(offs), axis=0)
+    pts = points[np.isfinite(points).all(axis=1)]
     h, w = image.shape[:2]
-    inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
-    image[xy[inside, 1], xy[inside, 0]] = cols[inside]
+    pts = np.rint(pts.clip(-radius - 1, [w + radius, h + radius])).astype(np.int32)
+    xy = (pts[:, None, :] + _disk(radius)[None, :, :]).reshape(-1, 2)
+    x, y = xy[:, 0], xy[:, 1]
+    inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
+    offset = (y[inside].astype(np.int64) * w + x[inside]) * 3
+    flat = image.reshape(-1)  # a view: image is contiguous (checked by the caller)
+    for channel, value in enumerate(color):  # scalar fills are the cheapest fancy assignment
+        flat[offset + channel] = value
 
 
 class BoxAnnotator:
@@ -160,25 +165,21 @@ class KeypointAnnotator:
 
     def annotate(self, image: np.ndarray, detections: Detections) -> np.ndarray:
         _check(image)
-        kps, kcols, lms = [], [], []
+        radius = self.radius if self.radius is not None else _line_width(image) + 1
+        lms = []
         for i in range(len(detections)):
-            kp = detections.keypoints[i]
-            if kp is not None and len(kp):
-                pts = np.asarray(kp, np.float32).reshape(len(kp), -1)[:, :2]
-                kps.append(pts)
-                kcols.append(np.tile(np.array(color_for(str(detections.label[i])), np.uint8), (len(pts), 1)))
             lm = detections.attributes[i].get("landmarks")
             if lm is not None:
                 arr = np.asarray(lm, np.float32)
                 if arr.ndim == 2 and arr.shape[1] >= 2 and len(arr):
                     lms.append(arr[:, :2])
         if lms:
-            pts = np.concatenate(lms)
-            cols = np.tile(np.array(self.landmark_color, np.uint8), (len(pts), 1))
-            _stamp(image, pts, cols, self.landmark_radius)
-        if kps:
-            radius = self.radius if self.radius is not None else _line_width(image) + 1
-            _stamp(image, np.concatenate(kps), np.concatenate(kcols), radius)
+            _stamp(image, np.concatenate(lms), self.landmark_color, self.landmark_radius)
+        for i in range(len(detections)):
+            kp = detections.keypoints[i]
+            if kp is not None and len(kp):
+                pts = np.asarray(kp, np.float32).reshape(len(kp), -1)[:, :2]
+                _stamp(image, pts, color_for(str(detections.label[i])), radius)
         return image
 
 

@@ -23,6 +23,8 @@ from .models.base import RoiAdapter
 class Classify(InferStage):
     """Runs a model on the crop of every object whose label is in ``on``."""
 
+    needs_image = True
+
     class Params(InferParams):
         on: list[str] = Field(description="object labels to run on, e.g. [face]")
         max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")

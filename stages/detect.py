@@ -65,14 +65,18 @@ class Detect(InferStage):
         src_wh = (frame.width, frame.height)
         model, pool = self._model_for(src_wh)
         h, w = model.input_hw
-        box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
-        fmt = "rgb24" if self.adapter.input_spec.host_color == "RGB" else "bgr24"
-        inner = frame.resized(box.inner[0], box.inner[1], fmt)
-        if box.inner != (w, h):
-            image = np.full((h, w, 3), self.adapter.pad_value, np.uint8)
-            image[box.pad_y:box.pad_y + inner.shape[0], box.pad_x:box.pad_x + inner.shape[1]] = inner
+        prepared = self.adapter.prepare_input(frame, (h, w))
+        if prepared is not None:
+            image, box = prepared
         else:
-            image = inner
+            box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
+            fmt = "rgb24" if self.adapter.input_spec.host_color == "RGB" else "bgr24"
+            inner = frame.resized(box.inner[0], box.inner[1], fmt)
+            if box.inner != (w, h):
+                image = np.full((h, w, 3), self.adapter.pad_value, np.uint8)
+                image[box.pad_y:box.pad_y + inner.shape[0], box.pad_x:box.pad_x + inner.shape[1]] = inner
+            else:
+                image = inner
         adapter = self.adapter
         job = pool.start(image, lambda outs: adapter.decode(outs, (h, w)))
         return pool, job, box

@@ -9,7 +9,8 @@ Contract
   Frames of another size later in the stream are scaled to the file's size.
 * The frame's own pixels are never changed: drawing happens on a copy.  The
   frame is returned so further sinks can follow.
-* Timing: output timestamps use a 90 kHz clock and start at 0.  With frame
+* Timing: output timestamps use a 90 kHz clock (60 kHz or 1/rate for encoders
+  that cannot take it) and start at 0.  With frame
   timestamps (``pts``/``time_base``) the output follows them; without, it
   follows ``seq`` at the nominal rate (``fps``, else ``source_fps`` set by the
   runtime, else 25).  Timestamps never repeat or go back: a repeated or
@@ -49,12 +50,15 @@ __all__ = ["Encode", "TIME_BASE"]
 log = logging.getLogger(__name__)
 
 TIME_BASE = Fraction(1, 90_000)  # output clock (encoder and packet timestamps)
+FALLBACK_TIME_BASE = Fraction(1, 60_000)  # for encoders limited to 16-bit clocks
 DEFAULT_FPS = 25.0
 _RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
 
 
 class Encode(Stage):
     """Writes annotated frames to a video file (sink that passes frames on)."""
+
+    needs_image = True
 
     kind: ClassVar[str] = "sink"
 
@@ -90,10 +94,11 @@ class Encode(Stage):
         self._seq0 = 0
         self._offset = 0  # ticks added after source restarts
         self._last_pts: int | None = None
-        self._last_src: int | None = None
+        self._tb = TIME_BASE
         self._busy = False
         self._close_pending = False
         self._finished = False
+        self._late_logged = False
 
     # lifecycle ------------------------------------------------------------------
     def open(self) -> None:
@@ -107,6 +112,9 @@ class Encode(Stage):
     def process(self, frame: Frame) -> Frame | None:
         with self._lock:
             if self._finished:
+                if not self._late_logged:
+                    self._late_logged = True
+                    log.debug("%s: %s is closed; later frames are passed on unwritten", self.name, self.path)
                 return frame
             self._busy = True
             try:
@@ -136,18 +144,22 @@ class Encode(Stage):
         vframe, borrowed = self._video_frame(frame)
         saved = _timing(vframe) if borrowed else None
         pts = self._next_pts(frame)
+        before = self._last_pts, self.frames_written
+        # Count first and mux in ``finally``: an exception raised by a signal
+        # handler right after encode() must not lose packets the encoder emitted.
+        self._last_pts, self.frames_written = pts, self.frames_written + 1
+        packets: list[Any] = []
         try:
-            _set_timing(vframe, (pts, TIME_BASE, self._step()))
+            _set_timing(vframe, (pts, self._tb, self._step()))
             packets = self._stream.encode(vframe)
         except av.FFmpegError as exc:
+            self._last_pts, self.frames_written = before
             raise StageError(f"{self.name}: encoding frame {frame.source_id}#{frame.seq} failed: {exc}") from exc
         finally:
             if saved is not None:
                 _set_timing(vframe, saved)
-        self._last_pts = pts
-        self.frames_written += 1
-        if packets:
-            self._container.mux(packets)
+            if packets:
+                self._container.mux(packets)
 
     def _start(self, frame: Frame) -> None:
         width, height = frame.width + frame.width % 2, frame.height + frame.height % 2
@@ -156,31 +168,40 @@ class Encode(Stage):
         self._use_ts = frame.pts is not None and frame.time_base is not None
         self._t0 = Fraction(frame.pts) * Fraction(frame.time_base) if self._use_ts else Fraction(0)
         self._seq0 = frame.seq
-        container = av.open(str(self.path), mode="w")
-        try:
-            rate = Fraction(self.nominal_fps).limit_denominator(100_000)
-            stream = container.add_stream(p.codec, rate=rate)
-            stream.width, stream.height = width, height
-            stream.pix_fmt = p.pix_fmt
-            stream.codec_context.time_base = TIME_BASE
-            stream.time_base = TIME_BASE
-            if p.threads:
-                stream.codec_context.thread_count = p.threads
-            wanted = {"crf": str(p.crf), "preset": p.preset}
-            supported = _private_options(stream.codec_context)
-            stream.options = {k: v for k, v in wanted.items() if k in supported}
-        except (av.FFmpegError, ValueError, TypeError) as exc:
-            container.close()
-            self.path.unlink(missing_ok=True)
-            raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}) for {self.path}: {exc}") from exc
-        self._container, self._stream, self._size = container, stream, (width, height)
+        rate = Fraction(self.nominal_fps).limit_denominator(100_000)
+        error: Exception | None = None
+        # 90 kHz first; MPEG-4 part 2 style encoders cap the clock at 65535 Hz,
+        # some legacy ones only take 1/rate.
+        for tb in dict.fromkeys((TIME_BASE, FALLBACK_TIME_BASE, 1 / rate)):
+            container = av.open(str(self.path), mode="w")
+            try:
+                stream = container.add_stream(p.codec, rate=rate)
+                stream.width, stream.height = width, height
+                stream.pix_fmt = p.pix_fmt
+                stream.codec_context.time_base = tb
+                stream.time_base = tb
+                if p.threads:
+                    stream.codec_context.thread_count = p.threads
+                wanted = {"crf": str(p.crf), "preset": p.preset}
+                supported = _private_options(stream.codec_context)
+                stream.options = {k: v for k, v in wanted.items() if k in supported}
+                stream.codec_context.open()
+            except (av.FFmpegError, ValueError, TypeError) as exc:
+                container.close()
+                error = exc
+                continue
+            self._container, self._stream, self._size, self._tb = container, stream, (width, height), tb
+            return
+        self.path.unlink(missing_ok=True)
+        raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
+                         f"for {self.path}: {error}") from error
 
     def _video_frame(self, frame: Frame) -> tuple[Any, bool]:
         """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame."""
         w, h = self._size
         draw = self.params.annotate and len(frame.detections) > 0
         src = frame.av_frame
-        if not draw and frame._image is None and src is not None and (src.width, src.height) == (w, h):
+        if not draw and not frame.has_image and src is not None and (src.width, src.height) == (w, h):
             return src, True  # no conversion to BGR and back
         image = frame.image()
         ih, iw = image.shape[:2]
@@ -198,19 +219,19 @@ class Encode(Stage):
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
     def _step(self) -> int:
-        return max(1, round(1 / (self.nominal_fps * TIME_BASE)))
+        return max(1, round(1 / (Fraction(self.nominal_fps) * self._tb)))
 
     def _next_pts(self, frame: Frame) -> int:
         if self._use_ts and frame.pts is not None and frame.time_base is not None:
             t = Fraction(frame.pts) * Fraction(frame.time_base) - self._t0
-            pts = round(t / TIME_BASE) + self._offset
+            pts = round(t / self._tb) + self._offset
         elif self._use_ts:  # timestamps stopped: one nominal interval later
             pts = (self._last_pts if self._last_pts is not None else -self._step()) + self._step()
         else:
-            pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.nominal_fps) / TIME_BASE)
+            pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.nominal_fps) / self._tb)
         last = self._last_pts
         if last is not None and pts <= last:
-            if self._use_ts and (last - pts) * TIME_BASE > _RESTART_JUMP:
+            if self._use_ts and (last - pts) * self._tb > _RESTART_JUMP:
                 self._offset += last + self._step() - pts
                 pts = last + self._step()
             else:

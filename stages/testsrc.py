@@ -18,6 +18,7 @@ Images are BGR uint8 (height, width, 3); coordinates are pixels.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -26,8 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 import cv2
 import numpy as np
 
-__all__ = ["PATTERNS", "TextLine", "TickerScene", "BarsScene", "NoiseScene", "parse_testsrc",
-           "open_testsrc", "iter_frames", "random_text"]
+__all__ = ["PATTERNS", "TextLine", "TickerScene", "BarsScene", "NoiseScene", "parse_testsrc", "make_scene",
+           "open_testsrc", "iter_frames", "random_text", "fair_to_read"]
 
 PATTERNS = ("ticker", "bars", "noise")
 SCHEME = "testsrc"
@@ -53,20 +54,32 @@ class TextLine:
 
 
 # ---------------------------------------------------------------------------- text
-_PLATE_LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"  # no I, O, Q: they read as 1 and 0 on plates
-_SIGNS = ("OPEN 24 HOURS", "FRESH BREAD", "Pharmacy", "CITY BANK", "Hotel Central", "Coffee Shop",
-          "NO PARKING", "Free WiFi", "BOOKS AND MUSIC", "Car Wash", "Pizza Express", "Ice Cream",
-          "Flower Market", "Bus Stop", "Post Office", "Hardware Store", "Fitness Club", "Bakery",
+# Plates skip I, O, Q (read as 1, 0) and capitals shaped like their lower case (C, S, U, V, W, X, Z).
+_PLATE_LETTERS = "ABDEFGHJKLMNPRTY"
+_SIGNS = ("OPEN LATE", "24 Hour Service", "FRESH BREAD", "Pharmacy", "CITY BANK", "Hotel Central",
+          "Coffee Shop", "NO PARKING", "Free WiFi", "BOOKS AND MUSIC", "Car Wash", "Pizza Express",
+          "Flower Market", "Bus Stop", "Parcel Shop", "Hardware Store", "Fitness Club", "Bakery",
           "Dry Cleaning", "Opening Soon", "Grand Hotel", "Fish Market", "Taxi Rank", "Public Library")
 _STREETS = ("Baker", "Elm", "Maple", "Church", "Station", "Market", "Queen", "King", "Park", "River",
             "Hill", "Oak", "Mill", "Bridge", "Victoria", "Harbour", "Lincoln", "Cedar", "Garden", "Castle")
 _STREET_KINDS = ("Street", "Road", "Avenue", "Lane", "Way", "Drive", "Square")
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-_PLACES = ("Gate", "Platform", "Route", "Room", "Exit", "Bus", "Track", "Bay")
+_PLACES = ("Gate", "Platform", "Route", "Hall", "Exit", "Bus", "Track", "Bay")
 
 
-def random_text(rng: random.Random) -> str:
-    """A line of everyday text: plate, sign, street, price, number or date."""
+def fair_to_read(text: str) -> bool:
+    """False for lines a reader cannot be expected to get exactly right.
+
+    In OpenCV's built-in faces a capital O and a zero have the same shape, so
+    a line must not mix them with digits; and a line needs at least one
+    letter, since digits and signs alone can make sense upside down
+    ("$89.99" turned over reads "66'68$").
+    """
+    has_digit = any(c.isdigit() for c in text)
+    return any(c.isalpha() for c in text) and not ("O" in text and has_digit)
+
+
+def _candidate_text(rng: random.Random) -> str:
     kind = rng.randrange(6)
     letter = lambda: rng.choice(_PLATE_LETTERS)  # noqa: E731
     digits = lambda n: "".join(str(rng.randrange(10)) for _ in range(n))  # noqa: E731
@@ -80,13 +93,22 @@ def random_text(rng: random.Random) -> str:
         street = f"{rng.choice(_STREETS)} {rng.choice(_STREET_KINDS)}"
         return f"{rng.randrange(1, 400)} {street}" if rng.random() < 0.4 else street
     if kind == 3:
+        # No "Now": "Now $9.99" upside down reads "66.6$ MON", a fair 180-degree reading.
         price = f"${rng.randrange(1, 200)}.{rng.choice(('99', '49', '50', '95', '00', '25'))}"
-        return rng.choice(("{p}", "Sale {p}", "Only {p}", "Now {p}")).format(p=price)
+        return rng.choice(("Sale {p}", "Just {p}", "Deal {p}", "Price {p}", "{p} each")).format(p=price)
     if kind == 4:
         return f"{rng.choice(_PLACES)} {rng.randrange(1, 100)}"
     day, month, year = rng.randrange(1, 29), rng.randrange(1, 13), rng.randrange(1990, 2031)
-    return rng.choice((f"{day:02d}/{month:02d}/{year}", f"{year}-{month:02d}-{day:02d}",
-                       f"{_MONTHS[month - 1]} {day} {year}"))
+    return rng.choice((f"Date {day:02d}/{month:02d}/{year}", f"Valid {year}-{month:02d}-{day:02d}",
+                       f"{_MONTHS[month - 1]} {day} {year}", f"Since {year}"))
+
+
+def random_text(rng: random.Random) -> str:
+    """A line of everyday text: licence plate, shop sign, street, price, number or date."""
+    while True:
+        text = _candidate_text(rng)
+        if fair_to_read(text):
+            return text
 
 
 # ---------------------------------------------------------------------------- sprites
@@ -113,13 +135,21 @@ class _Sprite:
     ink: tuple[int, int, int, int]
 
 
+@functools.lru_cache(maxsize=None)
+def _cap_height(font: int, thickness: int) -> float:
+    """Inked height of a capital H at font scale 1, pixels (measured, not the font's nominal size)."""
+    mask = np.zeros((200, 200), np.uint8)
+    cv2.putText(mask, "H", (20, 150), font, 3.0, 255, thickness, cv2.LINE_AA)
+    rows = np.nonzero((mask > 64).any(axis=1))[0]
+    return (rows[-1] - rows[0] + 1) / 3.0
+
+
 def _render_sprite(text: str, rng: random.Random, panel: tuple[int, int, int] | None,
                    ink: tuple[int, int, int]) -> _Sprite:
     font = rng.choice(FONTS)
     cap_px = rng.randint(MIN_CAP_PX, MAX_CAP_PX)
     thickness = 2 if cap_px < 32 else 3
-    unit = cv2.getTextSize("H", font, 1.0, thickness)[0][1]
-    scale = cap_px / unit
+    scale = cap_px / _cap_height(font, thickness)
     (tw, th), base = cv2.getTextSize(text, font, scale, thickness)
     pad_x, pad_y = rng.randint(cap_px // 2, cap_px), rng.randint(cap_px // 3, cap_px // 2 + 4)
     h, w = th + base + 2 * pad_y + thickness, tw + 2 * pad_x + thickness
@@ -294,7 +324,7 @@ class NoiseScene:
 
     def __init__(self, width: int = 1280, height: int = 720, fps: float = 25.0, seed: int = 0) -> None:
         self.width, self.height, self.fps, self.seed = width, height, fps, seed
-        field = np.random.default_rng(seed).random((height // 16 + 2, width // 16 + 2)).astype(np.float32)
+        field = np.random.default_rng(seed).random((height // 80 + 3, width // 80 + 3)).astype(np.float32)
         big = cv2.resize(field, (2 * width, 2 * height), interpolation=cv2.INTER_CUBIC)
         self._field = (np.clip(big, 0.0, 1.0) * 200 + 30).astype(np.uint8)
 
@@ -337,11 +367,19 @@ def parse_testsrc(uri: str) -> tuple[str, dict[str, Any]]:
     return pattern, options
 
 
-def open_testsrc(uri: str) -> tuple[TickerScene | BarsScene | NoiseScene, int | None]:
-    """The scene for ``uri`` and its frame count (None = endless)."""
+Scene = TickerScene | BarsScene | NoiseScene
+
+
+def make_scene(uri: str) -> tuple[Scene, dict[str, Any]]:
+    """The scene for ``uri`` and the options given in it (see :func:`parse_testsrc`)."""
     pattern, options = parse_testsrc(uri)
-    frames = options.pop("frames", None)
-    return _SCENES[pattern](**options), frames
+    return _SCENES[pattern](**{k: v for k, v in options.items() if k != "frames"}), options
+
+
+def open_testsrc(uri: str) -> tuple[Scene, int | None]:
+    """The scene for ``uri`` and its frame count (None = endless)."""
+    scene, options = make_scene(uri)
+    return scene, options.get("frames")
 
 
 def iter_frames(uri: str) -> Iterator[tuple[int, np.ndarray]]:

@@ -37,6 +37,13 @@ class DetectorAdapter:
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         raise NotImplementedError
 
+    def prepare_input(self, frame: Any, input_hw: tuple[int, int]) -> "tuple[np.ndarray, Letterbox] | None":
+        """Optional: build the model input (H, W, 3) uint8 in ``input_spec.host_color``
+        order and its coordinate mapping; None lets the detect stage letterbox with
+        :meth:`Frame.resized`.  Adapters whose reference samples pixels differently
+        (e.g. MediaPipe's corner-aligned warp) override this."""
+        return None
+
 
 DECODERS: dict[str, Callable[..., Any]] = {}
 
@@ -61,8 +68,8 @@ class Letterbox:
 
     scale_x: float
     scale_y: float
-    pad_x: int
-    pad_y: int
+    pad_x: float
+    pad_y: float
     inner: tuple[int, int]
 
     @classmethod

@@ -9,19 +9,20 @@ nose tip, mouth centre, right ear tragion, left ear tragion.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import cv2
 import numpy as np
 
 from pipeline.engine import InputSpec
-from pipeline.frame import Detections
+from pipeline.frame import Detections, Frame
 
 from .base import DetectorAdapter, Letterbox, register
 from .nms import weighted_nms
-from .ssd_anchors import FACE_SHORT_RANGE, SsdAnchorConfig, decode_ssd, generate_anchors, sigmoid_scores, split_outputs
+from .ssd_anchors import (FACE_SHORT_RANGE, SsdAnchorConfig, decode_ssd, generate_anchors, sigmoid_scores,
+                          split_outputs)
 
-__all__ = ["BlazeFace", "FACE_KEYPOINTS"]
+__all__ = ["BlazeFace", "MediaPipeSsd", "FACE_KEYPOINTS"]
 
 FACE_KEYPOINTS = ("right_eye", "left_eye", "nose_tip", "mouth_center", "right_ear_tragion", "left_ear_tragion")
 
@@ -57,12 +58,11 @@ class MediaPipeSsd(DetectorAdapter):
         self.max_objects = max_objects
         self.sample_offset = float(sample_offset)
 
-    def prepare_input(self, frame: Any, input_hw: tuple[int, int]) -> tuple[np.ndarray, Letterbox]:
+    def prepare_input(self, frame: Frame, input_hw: tuple[int, int]) -> tuple[np.ndarray, Letterbox]:
         """Model input (H, W, 3) uint8 in ``input_spec.host_color`` order, zero-padded to
         keep the aspect ratio, plus the mapping from decoded coordinates to source pixels."""
         th, tw = input_hw
-        src = frame.image()
-        sh, sw = src.shape[:2]
+        sh, sw = frame.height, frame.width
         # Pad the frame to the tensor's aspect ratio around its centre (MediaPipe's keep_aspect_ratio).
         if th / tw > sh / sw:
             rw, rh = float(sw), sw * th / tw
@@ -71,10 +71,8 @@ class MediaPipeSsd(DetectorAdapter):
         sx, sy = tw / rw, th / rh
         px, py = (rw - sw) / 2 * sx, (rh - sh) / 2 * sy
         warp = np.array([[sx, 0.0, px], [0.0, sy, py]], np.float64)
-        image = cv2.warpAffine(src, warp, (tw, th), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
-                               borderValue=(self.pad_value,) * 3)
-        if self.input_spec.host_color == "RGB":
-            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        fmt = "rgb24" if self.input_spec.host_color == "RGB" else "bgr24"
+        image = frame.warped(warp, tw, th, fmt)
         box = Letterbox(scale_x=sx, scale_y=sy, pad_x=px + self.sample_offset, pad_y=py + self.sample_offset,
                         inner=(max(1, round(sw * sx)), max(1, round(sh * sy))))
         return image, box
@@ -85,12 +83,16 @@ class MediaPipeSsd(DetectorAdapter):
         cfg = self.anchor_config
         num_coords = 4 + 2 * self.num_keypoints
         reg, logits = split_outputs(outputs, num_coords)
+        all_anchors = generate_anchors(cfg)
+        if len(reg) != len(all_anchors):
+            raise ValueError(f"{type(self).__name__}: model has {len(reg)} boxes but the anchor grid "
+                             f"{cfg.input_size_width}x{cfg.input_size_height} has {len(all_anchors)}")
         scores = sigmoid_scores(logits, self.score_clip)
         keep = np.flatnonzero(scores >= self.score_threshold)
         if len(keep) == 0:
-            return np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0, self.num_keypoints, 2),
-                                                                                        np.float32)
-        anchors = generate_anchors(cfg)[keep]
+            empty = np.zeros((0, 4), np.float32)
+            return empty, np.zeros((0,), np.float32), np.zeros((0, self.num_keypoints, 2), np.float32)
+        anchors = all_anchors[keep]
         scales = (float(cfg.input_size_width), float(cfg.input_size_height),
                   float(cfg.input_size_width), float(cfg.input_size_height))
         boxes, kps = decode_ssd(reg[keep], anchors, scales, self.num_keypoints, input_hw)

@@ -1,9 +1,14 @@
 """PP-OCR text detection (DB, "differentiable binarisation").
 
 Model: ``ppocr/ch_PP-OCRv4_det_infer`` - input N x 3 x H x W with H and W
-multiples of 32, BGR (PaddleOCR feeds OpenCV images as they are decoded),
-normalised per channel with the ImageNet mean/std listed in that order;
+multiples of 32, BGR (PaddleOCR feeds OpenCV images as they are decoded);
 output N x 1 x H x W, the probability that a pixel belongs to text.
+
+Normalisation (option ``normalize``): ``"half"`` (default) is
+``(x / 255 - 0.5) / 0.5`` as RapidOCR's default configuration uses;
+``"imagenet"`` is PaddleOCR's training statistics (ImageNet mean/std applied
+in B, G, R order).  On the ``testsrc://ticker`` scenes ``"half"`` matches
+RapidOCR's boxes to about a pixel and splits fewer lines into words.
 
 The input size follows the source size (see :meth:`DbTextAdapter.input_size`):
 the frame is stretched (no letterbox) so that its short side is at least
@@ -28,6 +33,10 @@ __all__ = ["DbTextAdapter", "order_quad", "reading_order", "input_size_for"]
 # ImageNet statistics in 0..255 units, applied in PaddleOCR's channel order (B, G, R).
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
 IMAGENET_STD = (58.395, 57.12, 57.375)
+NORMALIZATIONS = {
+    "imagenet": InputSpec("BGR", "BGR", IMAGENET_MEAN, IMAGENET_STD),            # PaddleOCR's det config
+    "half": InputSpec("BGR", "BGR", (127.5, 127.5, 127.5), (127.5, 127.5, 127.5)),  # RapidOCR's default
+}
 
 
 def _round32(value: float) -> int:
@@ -125,15 +134,17 @@ class DbTextAdapter(DetectorAdapter):
     (top-left, top-right, bottom-right, bottom-left), xyxy = its bounding box,
     score = mean text probability inside the detected region."""
 
-    input_spec: ClassVar[InputSpec] = InputSpec(host_color="BGR", model_color="BGR",
-                                                mean=IMAGENET_MEAN, scale=IMAGENET_STD)
+    input_spec: InputSpec = NORMALIZATIONS["half"]
     letterbox: ClassVar[bool] = False
 
-    def __init__(self, thresh: float = 0.3, box_thresh: float = 0.5, unclip_ratio: float = 1.6,
+    def __init__(self, normalize: str = "half", thresh: float = 0.3, box_thresh: float = 0.5, unclip_ratio: float = 1.6,
                  min_size: float = 3.0, max_candidates: int = 1000, dilate: bool = True,
                  limit_side_len: int = 736, limit_type: str = "min", max_side_len: int = 2000) -> None:
+        if normalize not in NORMALIZATIONS:
+            raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}")
         if limit_type not in ("min", "max"):
             raise ValueError(f"limit_type must be 'min' or 'max', got {limit_type!r}")
+        self.input_spec = NORMALIZATIONS[normalize]
         self.thresh = thresh
         self.box_thresh = box_thresh
         self.unclip_ratio = unclip_ratio

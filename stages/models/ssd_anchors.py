@@ -13,7 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["SsdAnchorConfig", "generate_anchors", "decode_ssd", "sigmoid_scores", "split_outputs", "FACE_SHORT_RANGE", "POSE_DETECTION"]
+__all__ = ["SsdAnchorConfig", "generate_anchors", "decode_ssd", "sigmoid_scores", "split_outputs",
+           "FACE_SHORT_RANGE", "POSE_DETECTION"]
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def decode_ssd(raw: np.ndarray, anchors: np.ndarray, scales: tuple[float, float,
 
 def sigmoid_scores(logits: np.ndarray, clip: float = 100.0) -> np.ndarray:
     """Scores from raw logits (N,) as MediaPipe does: clip to +-clip, then sigmoid."""
-    x = np.clip(np.asarray(logits, np.float32).reshape(-1), -clip, clip)
+    x = np.clip(np.asarray(logits, np.float64).reshape(-1), -clip, clip)
     return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
 
 

@@ -1,0 +1,348 @@
+"""Encode sink: playable files, exact frame counts, faithful timestamps."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from pipeline.frame import Detections, Frame
+from pipeline.stage import StageError
+from stages.encode import Encode
+
+TB = Fraction(1, 12_800)  # a typical MP4 time base
+TICKS_PER_FRAME = 512  # 25 frames/s at TB
+
+
+def make_stage(tmp_path: Path, source: str = "cam/1", **params) -> Encode:
+    stage = Encode(**params)
+    stage.source_id = source
+    stage.output_dir = tmp_path
+    return stage
+
+
+def synthetic(i: int, w: int = 160, h: int = 120, pts: int | None = None, tb: Fraction | None = TB,
+              source: str = "cam/1") -> Frame:
+    img = np.zeros((h, w, 3), np.uint8)
+    img[:, :, 0] = (i * 7) % 256
+    img[: h // 2, : w // 2, 1] = 200
+    return Frame.from_image(img, source, i, pts=pts, time_base=tb if pts is not None else None)
+
+
+class Info:
+    """What the tests need from a stream, read while the file is open."""
+
+    def __init__(self, stream) -> None:
+        self.width, self.height = stream.width, stream.height
+        self.duration = float(stream.duration * stream.time_base) if stream.duration else None
+
+
+def decode(path: Path) -> tuple[list[av.VideoFrame], Info]:
+    """Every frame of the file (decoding to the end proves it is complete and playable)."""
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        frames = list(c.decode(stream))
+        return frames, Info(stream)
+
+
+def times(frames: list[av.VideoFrame]) -> np.ndarray:
+    return np.array([float(f.pts * f.time_base) for f in frames])
+
+
+def test_frame_count_size_and_timestamps(tmp_path: Path) -> None:
+    n, start = 40, 90_000
+    stage = make_stage(tmp_path)
+    inputs = [synthetic(i, pts=start + i * TICKS_PER_FRAME) for i in range(n)]
+    with stage:
+        for f in inputs:
+            assert stage(f) is f  # sinks pass frames on
+    assert stage.frames_written == n
+    assert stage.path == tmp_path / "cam_1.mp4" and stage.path.is_file()
+    frames, stream = decode(stage.path)
+    assert len(frames) == n
+    assert (stream.width, stream.height) == (160, 120)
+    t = times(frames)
+    assert np.all(np.diff(t) > 0)
+    expected = np.array([f.pts_time for f in inputs]) - inputs[0].pts_time
+    np.testing.assert_allclose(t - t[0], expected, atol=0.5 / 25)
+    assert abs(t[0]) < 1 / 25  # re-based to start at 0
+    assert stream.duration is not None and abs(stream.duration - n / 25) < 1.5 / 25
+    # the picture survives: top-left quadrant is green-ish, the rest is not
+    img = frames[5].to_ndarray(format="bgr24")
+    assert img[10:50, 10:70, 1].mean() > 150 and img[80:, 100:, 1].mean() < 60
+
+
+def test_variable_timestamps_are_followed(tmp_path: Path) -> None:
+    pts = np.cumsum([0, 300, 900, 450, 2000, 512, 512, 3000])
+    stage = make_stage(tmp_path)
+    with stage:
+        for i, p in enumerate(pts):
+            stage(synthetic(i, pts=int(p)))
+    frames, _ = decode(stage.path)
+    np.testing.assert_allclose(times(frames), pts * float(TB), atol=1e-4)
+
+
+def test_duplicate_and_backward_timestamps_stay_monotonic(tmp_path: Path) -> None:
+    # repeated pts, a slightly early pts, then a restart (jump back by seconds)
+    pts = [0, 512, 512, 1024, 900, 1536, 100_000, 100_512, 0, 512, 1024]
+    stage = make_stage(tmp_path)
+    with stage:
+        for i, p in enumerate(pts):
+            stage(synthetic(i, pts=p))
+    frames, _ = decode(stage.path)
+    assert len(frames) == len(pts)
+    t = times(frames)
+    assert np.all(np.diff(t) > 0)
+    # after the restart the stream continues one nominal interval after the last frame
+    assert t[8] == pytest.approx(t[7] + 1 / 25, abs=1e-3)
+    assert t[9] - t[8] == pytest.approx(512 / 12_800, abs=1e-3)
+
+
+def test_without_timestamps_uses_seq_and_fps(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path, fps=10)
+    seqs = [5, 6, 7, 9, 10]  # seq 8 was dropped upstream
+    with stage:
+        for s in seqs:
+            stage(synthetic(s))
+    frames, stream = decode(stage.path)
+    assert len(frames) == len(seqs)
+    np.testing.assert_allclose(times(frames), [0, 0.1, 0.2, 0.4, 0.5], atol=1e-3)
+
+
+def test_odd_size_is_padded(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    with stage:
+        for i in range(5):
+            stage(synthetic(i, w=161, h=121, pts=i * TICKS_PER_FRAME))
+    frames, stream = decode(stage.path)
+    assert len(frames) == 5
+    assert (stream.width, stream.height) == (162, 122)
+
+
+def test_size_change_mid_stream_is_scaled(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    with stage:
+        stage(synthetic(0, pts=0))
+        f = synthetic(1, w=320, h=240, pts=512)
+        f.detections = Detections(xyxy=[[10, 10, 300, 200]], score=[0.5], label=["car"])
+        stage(f)
+        stage(synthetic(2, pts=1024))
+    frames, stream = decode(stage.path)
+    assert len(frames) == 3 and (stream.width, stream.height) == (160, 120)
+
+
+def test_annotation_drawn_on_a_copy(tmp_path: Path) -> None:
+    img = np.zeros((120, 160, 3), np.uint8)
+    frame = Frame.from_image(img, "cam", 0, pts=0, time_base=TB)
+    frame.detections = Detections(xyxy=[[40, 40, 120, 100]], score=[0.9], label=["face"])
+    stage = make_stage(tmp_path)
+    with stage:
+        stage(frame)
+    assert not img.any(), "the frame's own pixels must stay untouched"
+    assert frame.image() is img
+    out = decode(stage.path)[0][0].to_ndarray(format="bgr24")
+    assert out[38:43, 60:100].max() > 100  # top edge of the box
+    assert out[60:80, 60:100].max() < 40 and out[110:, :30].max() < 40
+
+    plain = make_stage(tmp_path, path="{output}/plain.mp4", annotate=False)
+    with plain:
+        plain(frame)
+    assert decode(plain.path)[0][0].to_ndarray(format="bgr24").max() < 40
+
+
+def test_close_twice_and_close_without_frames(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    stage.ensure_open()
+    stage.close()
+    stage.close()
+    assert not list(tmp_path.iterdir()), "no frames, no file"
+
+    stage = make_stage(tmp_path)
+    with stage:
+        for i in range(3):
+            stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    stage.close()
+    stage.close()
+    assert len(decode(stage.path)[0]) == 3
+
+
+def test_exception_in_user_loop_leaves_playable_file(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        with stage:
+            for i in range(12):
+                if i == 7:
+                    raise RuntimeError("boom")
+                stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    frames, _ = decode(stage.path)
+    assert len(frames) == 7 == stage.frames_written
+
+
+def test_exception_inside_stage_then_close(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    stage.ensure_open()
+    for i in range(4):
+        stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    broken = Frame(source_id="cam/1", seq=4, width=160, height=120, pts=4 * TICKS_PER_FRAME, time_base=TB)
+    with pytest.raises(ValueError, match="no pixels"):
+        stage(broken)
+    stage(synthetic(5, pts=5 * TICKS_PER_FRAME))  # the stage keeps working after a bad frame
+    stage.close()  # what the runtime's shutdown path does
+    frames, _ = decode(stage.path)
+    assert len(frames) == 5 == stage.frames_written
+    assert np.all(np.diff(times(frames)) > 0)
+
+
+def test_close_during_process_is_deferred(tmp_path: Path) -> None:
+    """A close() that interrupts process() (signal handler) finalises right after it."""
+    stage = make_stage(tmp_path)
+
+    class CloseWhileDrawing:
+        def annotate(self, image, detections):
+            stage.close()
+            return image
+
+    stage.annotators = [CloseWhileDrawing()]
+    stage.ensure_open()
+    for i in range(3):
+        f = synthetic(i, pts=i * TICKS_PER_FRAME)
+        f.detections = Detections(xyxy=[[1, 1, 5, 5]], score=[1.0], label=["x"])
+        stage(f)
+    frames, _ = decode(stage.path)
+    assert len(frames) == 1 and stage.frames_written == 1
+    # frames after close pass through without touching the finished file
+    late = synthetic(9, pts=9 * TICKS_PER_FRAME)
+    assert stage(late) is late
+    assert len(decode(stage.path)[0]) == 1
+    stage.close()
+
+
+def test_reopen_starts_a_new_file(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    for run in (3, 2):
+        with stage:
+            for i in range(run):
+                stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+        assert len(decode(stage.path)[0]) == run == stage.frames_written
+
+
+def test_bad_codec_and_template_raise(tmp_path: Path) -> None:
+    with pytest.raises(StageError):
+        with make_stage(tmp_path, codec="no-such-codec") as stage:
+            stage(synthetic(0, pts=0))
+    with pytest.raises(StageError, match="template"):
+        with make_stage(tmp_path, path="{output}/{camera}.mp4") as stage:
+            stage(synthetic(0, pts=0))
+    with pytest.raises(Exception):
+        Encode(bitrate=5)  # unknown parameter
+
+
+def test_decoder_frames_encoded_without_conversion(tmp_path: Path, videos_dir: Path) -> None:
+    video = videos_dir / "car-detection.mp4"
+    if not video.is_file():
+        pytest.skip(f"{video} missing")
+    stage = make_stage(tmp_path, source="car-detection.mp4", annotate=False)
+    n = 30
+    src_times = []
+    with av.open(str(video)) as c, stage:
+        s = c.streams.video[0]
+        for i, vf in enumerate(c.decode(s)):
+            if i == n:
+                break
+            before = (vf.pts, vf.time_base)
+            frame = Frame(source_id="car", seq=i, width=vf.width, height=vf.height, pts=vf.pts,
+                          time_base=vf.time_base, av_frame=vf)
+            stage(frame)
+            assert (vf.pts, vf.time_base) == before, "the decoder frame's timing is restored"
+            src_times.append(frame.pts_time)
+            w, h = vf.width, vf.height
+    frames, stream = decode(stage.path)
+    assert len(frames) == n
+    assert (stream.width, stream.height) == (w + w % 2, h + h % 2)
+    np.testing.assert_allclose(times(frames), np.array(src_times) - src_times[0], atol=1e-3)
+
+
+def test_encoder_with_16_bit_clock(tmp_path: Path) -> None:
+    """MPEG-4 part 2 rejects a 90 kHz clock; the stage falls back to one it accepts."""
+    stage = make_stage(tmp_path, codec="mpeg4")
+    with stage:
+        for i in range(6):
+            stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    frames, _ = decode(stage.path)
+    assert len(frames) == 6
+    np.testing.assert_allclose(times(frames), np.arange(6) / 25, atol=1e-3)
+
+
+def test_close_from_another_thread(tmp_path: Path) -> None:
+    import threading
+
+    stage = make_stage(tmp_path)
+    stage.ensure_open()
+    started = threading.Event()
+
+    def feed() -> None:
+        for i in range(400):
+            stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+            started.set()
+
+    worker = threading.Thread(target=feed)
+    worker.start()
+    started.wait(5)
+    stage.close()  # the runtime's shutdown path, while frames still arrive
+    worker.join(10)
+    frames, _ = decode(stage.path)
+    assert 1 <= len(frames) == stage.frames_written
+
+
+def test_sigterm_handler_closing_mid_stream(tmp_path: Path) -> None:
+    """A process stopped by SIGTERM whose handler closes the stage leaves a playable file."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import signal, sys
+        from fractions import Fraction
+        from pathlib import Path
+        import numpy as np
+        from pipeline.frame import Detections, Frame
+        from stages.encode import Encode
+
+        enc = Encode()
+        enc.source_id, enc.output_dir = "cam", Path({str(tmp_path)!r})
+
+        def stop(signum, _frame):
+            enc.close()
+            print("written", enc.frames_written, flush=True)
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        enc.ensure_open()
+        i = 0
+        while True:
+            img = np.full((120, 160, 3), i % 256, np.uint8)
+            f = Frame.from_image(img, "cam", i, pts=i * 3600, time_base=Fraction(1, 90000))
+            f.detections = Detections(xyxy=[[10, 10, 80, 80]], score=[0.5], label=["face"])
+            enc(f)
+            i += 1
+            if i == 20:
+                print("ready", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    written = int(out.split()[-1])
+    frames, _ = decode(tmp_path / "cam.mp4")
+    assert len(frames) >= 20 and abs(len(frames) - written) <= 1  # the interrupted frame may still land
+    assert np.all(np.diff(times(frames)) > 0)
