@@ -160,7 +160,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         progress.finish()
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
-    else:
+    elif not summary.error or any(s.processed for s in summary.sources):
         print(summary.table())
     if summary.error:
         print(f"vapipe: error: {summary.error}", file=sys.stderr)

@@ -195,7 +195,7 @@ class Engine:
         try:
             model = self.core.read_model(str(path))
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
-            raise EngineError(f"cannot read model {path}: {str(exc).splitlines()[0]}") from None
+            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}") from None
         if len(model.inputs) != 1:
             raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1")
         metadata = _onnx_metadata(model)
@@ -235,7 +235,7 @@ class Engine:
         try:
             compiled = self.core.compile_model(model, device, props)
         except Exception as exc:  # noqa: BLE001
-            raise EngineError(f"cannot compile {path} for device {device!r}: {str(exc).splitlines()[0]}") from None
+            raise EngineError(f"cannot compile {path} for device {device!r}: {_ov_reason(exc)}") from None
         try:
             optimal = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         except Exception:  # noqa: BLE001 - some virtual devices do not report it
@@ -243,6 +243,14 @@ class Engine:
         names = [o.get_any_name() if o.get_names() else f"output{i}" for i, o in enumerate(compiled.outputs)]
         return LoadedModel(path=path, device=device, compiled=compiled, input_name=inp.get_any_name(),
                            input_hw=(h, w), output_names=names, optimal_requests=optimal, metadata=metadata)
+
+
+def _ov_reason(exc: BaseException) -> str:
+    """The informative line of an OpenVINO exception (they start with source locations)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
+              and "src/" not in ln]
+    return (useful or lines or [type(exc).__name__])[0][:300]
 
 
 def _onnx_metadata(model: Any) -> dict[str, str]:

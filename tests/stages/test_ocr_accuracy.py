@@ -89,6 +89,7 @@ def test_reads_ticker_lines(ocr) -> None:
           f"misses: {misses[:10]}")
     assert total >= 300
     assert accuracy >= MIN_ACCURACY, f"read {accuracy:.1%} of {total} lines; misses: {misses[:20]}"
+    assert exact / total >= MIN_ACCURACY, f"exact (with spaces) {exact / total:.1%} of {total} lines"
 
 
 @pytest.mark.parametrize("scene", [BarsScene(seed=1), NoiseScene(seed=2), NoiseScene(640, 480, seed=3)],

@@ -1,0 +1,49 @@
+"""Print the text an `ocr` run recognised, and where its outputs are.
+
+    python samples/read_text.py OUTPUT_DIR
+
+Reads every ``*.jsonl`` written by the metadata sink in OUTPUT_DIR and lists
+each distinct line of text with the number of frames it was read in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: read_text.py OUTPUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    jsonls = sorted(out.glob("*.jsonl"))
+    if not jsonls:
+        print(f"read_text: no .jsonl files in {out}", file=sys.stderr)
+        return 1
+    for path in jsonls:
+        texts: Counter[str] = Counter()
+        frames = 0
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if "event" in record:
+                continue
+            frames += 1
+            for obj in record["objects"]:
+                text = obj.get("attributes", {}).get("text")
+                if text:
+                    texts[text] += 1
+        print(f"\nText read in {frames} frames of {record.get('source', path.stem)} "
+              f"({len(texts)} distinct lines, most frequent first):")
+        for text, n in texts.most_common(40):
+            print(f"  {n:4d}x  {text}")
+        video = path.with_suffix(".mp4")
+        print(f"\nannotated video: {video.resolve() if video.exists() else '(none)'}")
+        print(f"metadata (JSON Lines): {path.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
