@@ -3,7 +3,8 @@
     python samples/read_text.py OUTPUT_DIR
 
 Reads every ``*.jsonl`` written by the metadata sink in OUTPUT_DIR and lists
-each distinct line of text with the number of frames it was read in.
+each distinct line of text with the number of frames it was read in (lines
+cut by the frame edge, as scrolling text is while it enters, are left out).
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ def main(argv: list[str]) -> int:
             if "event" in record:
                 continue
             frames += 1
+            w, h = record["width"], record["height"]
             for obj in record["objects"]:
                 text = obj.get("attributes", {}).get("text")
-                if text:
+                x1, y1, x2, y2 = obj["box"]
+                inside = x1 > 2 and y1 > 2 and x2 < w - 2 and y2 < h - 2  # not cut by the frame edge
+                if text and inside:
                     texts[text] += 1
         print(f"\nText read in {frames} frames of {record.get('source', path.stem)} "
               f"({len(texts)} distinct lines, most frequent first):")
-        for text, n in texts.most_common(40):
+        for text, n in texts.most_common(30):
             print(f"  {n:4d}x  {text}")
         video = path.with_suffix(".mp4")
         print(f"\nannotated video: {video.resolve() if video.exists() else '(none)'}")
