@@ -44,6 +44,12 @@ class InputSpec:
     mean: tuple[float, ...] | None = None
     scale: tuple[float, ...] | None = None
     size: tuple[int, int] | None = None  # (height, width) for models with dynamic spatial dims; width -1 keeps it dynamic
+    #: Engine-side resize: the host passes full-size frames of this (height, width) and the
+    #: compiled model scales them (bilinear, on uint8) to ``inner`` (height, width, default the
+    #: model's size), then pads with zeros at (top, left) to the model's size (letterbox).
+    resize_from: tuple[int, int] | None = None
+    inner: tuple[int, int] | None = None
+    pad_top_left: tuple[int, int] = (0, 0)
 
 
 @dataclass
@@ -221,7 +227,18 @@ class Engine:
         ti.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(colors[spec.host_color])
         ti.model().set_layout(ov.Layout(layout))
         pre = ti.preprocess()
-        pre.convert_element_type(ov.Type.f32)
+        if spec.resize_from is not None:
+            from openvino.preprocess import PaddingMode, ResizeAlgorithm
+
+            ti.tensor().set_shape([1, spec.resize_from[0], spec.resize_from[1], 3])
+            ih, iw = spec.inner or (h, w)
+            pre.resize(ResizeAlgorithm.RESIZE_LINEAR, ih, iw)
+            pre.convert_element_type(ov.Type.f32)  # OpenVINO pads float tensors only
+            if (ih, iw) != (h, w):
+                top, left = spec.pad_top_left
+                pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], 0.0, PaddingMode.CONSTANT)
+        else:
+            pre.convert_element_type(ov.Type.f32)
         if spec.host_color != spec.model_color:
             pre.convert_color(colors[spec.model_color])
         if spec.mean is not None:

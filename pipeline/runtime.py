@@ -122,21 +122,25 @@ class GraphExecutor:
             self._arrivals.pop(key, None)
         stage = self.stages[name]
         t0 = time.perf_counter_ns()
+        is_async = self.async_mode and isinstance(stage, InferStage)
         try:
-            if self.async_mode and isinstance(stage, InferStage):
+            if is_async:
                 stage.submit(frame)
                 self._submitted[(name, frame.seq)] = t0
                 outs = stage.poll()
                 while stage.in_flight > stage.depth:
                     outs.extend(stage.pop_oldest())
-                for f in outs:
-                    self._done(name, f)
-                return
-            out = stage.process(frame)
+            else:
+                out = stage.process(frame)
         except Exception as exc:  # noqa: BLE001 - routed through the error policy
-            if self.async_mode and isinstance(stage, InferStage):
+            if is_async:
                 self._submitted.pop((name, frame.seq), None)
             self.on_error(name, exc, frame)
+            return
+        if is_async:
+            # Outside the try: a failure further down belongs to that stage's policy.
+            for f in outs:
+                self._done(name, f)
             return
         self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
         if out is not None:

@@ -8,7 +8,10 @@ Detections are added to ``frame.detections`` in source pixels.
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Literal
 
 import numpy as np
 from pydantic import Field
@@ -20,12 +23,18 @@ from pipeline.stage import InferStage
 from ._infer_common import InferParams, make_adapter
 from .models.base import DetectorAdapter, Letterbox
 
+log = logging.getLogger("vapipe.detect")
+
 
 class Detect(InferStage):
     """Runs a detector; each camera keeps ``requests`` inferences in flight."""
 
     class Params(InferParams):
         every: int = Field(1, ge=1, description="run the model on every N-th frame; others pass unchanged")
+        resize: Literal["auto", "host", "engine"] = Field(
+            "auto", description="where the frame is scaled to the model's input: host (from the decoder's planes "
+            "or the converted image), engine (full-size uint8 frame, resized inside the compiled model), or auto "
+            "(both measured on the first frame of each size; the faster is kept)")
 
     params: Params
 
@@ -35,54 +44,84 @@ class Detect(InferStage):
         self.adapter: DetectorAdapter = make_adapter("detector", self.params.decoder, self.params.options,
                                                      DetectorAdapter)
         self.model_path = resolve_model(self.params.model)
-        self._models: dict[tuple[int, int], tuple[LoadedModel, RequestPool]] = {}
+        self._routes: dict[tuple[int, int], _Route] = {}
         self._count = 0
+        #: chosen path per source size, with the measured milliseconds per frame of each candidate
+        self.choices: dict[tuple[int, int], tuple[str, dict[str, float]]] = {}
         if not hasattr(self.adapter, "input_size"):
-            self._model_for((0, 0))  # fixed input size: compile now, errors surface at open
+            self._load(None)  # fixed input size: compile now, so errors surface at open
 
     def close(self) -> None:
-        for _, pool in getattr(self, "_models", {}).values():
-            pool.drain()
-        self._models = {}
+        for route in getattr(self, "_routes", {}).values():
+            route.pool.drain()
+        self._routes = {}
 
-    def _model_for(self, src_wh: tuple[int, int]) -> tuple[LoadedModel, RequestPool]:
+    def _load(self, spec_size: tuple[int, int] | None, **engine_resize: Any) -> LoadedModel:
+        base: InputSpec = self.adapter.input_spec
+        spec = replace(base, size=spec_size, **engine_resize)
+        if engine_resize:
+            spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
+        return get_engine().load(self.model_path, spec, self.params.device, self.params.hint, self.params.config)
+
+    def _route_for(self, frame: Frame) -> _Route:
+        src_wh = (frame.width, frame.height)
+        route = self._routes.get(src_wh)
+        if route is not None:
+            return route
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
-        key = size or (0, 0)
-        hit = self._models.get(key)
-        if hit is None:
-            spec: InputSpec = self.adapter.input_spec
-            if size is not None:
-                spec = InputSpec(spec.host_color, spec.model_color, spec.mean, spec.scale, size=size)
-            model = get_engine().load(self.model_path, spec, self.params.device, self.params.hint,
-                                      self.params.config)
-            hit = (model, model.create_pool(self.params.requests))
-            self._models[key] = hit
-            self.depth = hit[1].size
-        return hit
+        own_sampling = type(self.adapter).prepare_input is not DetectorAdapter.prepare_input
+        mode = self.params.resize
+        candidates = ["host", "engine"] if mode == "auto" and not own_sampling else [
+            "host" if mode == "auto" else mode]
+        routes = {name: self._make_route(name, size, src_wh) for name in candidates}
+        if len(routes) == 1:
+            chosen, timings = candidates[0], {}
+        else:
+            timings = {name: r.measure(frame, self.adapter) for name, r in routes.items()}
+            chosen = min(timings, key=timings.__getitem__)
+            log.info("%s: %dx%d frames -> %s resize (%s)", self.name, *src_wh, chosen,
+                     ", ".join(f"{k} {v:.2f} ms" for k, v in timings.items()))
+        self.choices[src_wh] = (chosen, timings)
+        route = routes[chosen]
+        self._routes[src_wh] = route
+        self.depth = route.pool.size
+        return route
+
+    def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
+        if kind == "host":
+            model = self._load(size)
+            return _Route(model, model.create_pool(self.params.requests), self._host_input)
+        h, w = size or self._load(None).input_hw
+        box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
+        model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
+                           pad_top_left=(int(box.pad_y), int(box.pad_x)))
+        return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
+
+    def _host_input(self, frame: Frame, input_hw: tuple[int, int]) -> tuple[np.ndarray, Letterbox]:
+        prepared = self.adapter.prepare_input(frame, input_hw)
+        if prepared is not None:
+            return prepared
+        h, w = input_hw
+        box = Letterbox.fit((frame.width, frame.height), (w, h), self.adapter.letterbox)
+        fmt = "rgb24" if self.adapter.input_spec.host_color == "RGB" else "bgr24"
+        inner = frame.resized(box.inner[0], box.inner[1], fmt)
+        if box.inner == (w, h):
+            return inner, box
+        image = np.full((h, w, 3), self.adapter.pad_value, np.uint8)
+        image[int(box.pad_y):int(box.pad_y) + inner.shape[0], int(box.pad_x):int(box.pad_x) + inner.shape[1]] = inner
+        return image, box
 
     def wants(self, frame: Frame) -> bool:
         self._count += 1
         return (self._count - 1) % self.params.every == 0
 
     def start(self, frame: Frame) -> Any:
-        src_wh = (frame.width, frame.height)
-        model, pool = self._model_for(src_wh)
-        h, w = model.input_hw
-        prepared = self.adapter.prepare_input(frame, (h, w))
-        if prepared is not None:
-            image, box = prepared
-        else:
-            box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
-            fmt = "rgb24" if self.adapter.input_spec.host_color == "RGB" else "bgr24"
-            inner = frame.resized(box.inner[0], box.inner[1], fmt)
-            if box.inner != (w, h):
-                image = np.full((h, w, 3), self.adapter.pad_value, np.uint8)
-                image[box.pad_y:box.pad_y + inner.shape[0], box.pad_x:box.pad_x + inner.shape[1]] = inner
-            else:
-                image = inner
+        route = self._route_for(frame)
+        hw = route.model.input_hw
+        image, box = route.prepare(frame, hw)
         adapter = self.adapter
-        job = pool.start(image, lambda outs: adapter.decode(outs, (h, w)))
-        return pool, job, box
+        job = route.pool.start(image, lambda outs: adapter.decode(outs, hw))
+        return route.pool, job, box
 
     def is_done(self, ticket: Any) -> bool:
         pool, job, _ = ticket
@@ -94,3 +133,28 @@ class Detect(InferStage):
         found = box.detections_to_source(found, (frame.width, frame.height))
         frame.detections = Detections.merge([frame.detections, found]) if len(frame.detections) else found
         return frame
+
+
+@dataclass
+class _Route:
+    """One way of feeding the model for one source size: a compiled model, the
+    camera's request pool on it, and the host-side input preparation."""
+
+    model: LoadedModel
+    pool: RequestPool
+    prepare: Callable[[Frame, tuple[int, int]], tuple[np.ndarray, Letterbox]]
+
+    def measure(self, frame: Frame, adapter: DetectorAdapter, repeats: int = 5) -> float:
+        """Median milliseconds for prepare + infer + decode on ``frame``, counting the
+        full-size conversion when the frame has not been converted yet."""
+        hw = self.model.input_hw
+        convert = not frame.has_image and frame.av_frame is not None
+        times = []
+        for _ in range(repeats):
+            probe = Frame(frame.source_id, frame.seq, frame.width, frame.height, av_frame=frame.av_frame,
+                          _image=None if convert else frame.image())
+            t0 = time.perf_counter()
+            image, _ = self.prepare(probe, hw)
+            self.pool.run(image, lambda outs: adapter.decode(outs, hw))
+            times.append((time.perf_counter() - t0) * 1000)
+        return float(np.median(times))

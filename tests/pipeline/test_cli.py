@@ -1,0 +1,404 @@
+"""End-to-end tests of the ``vapipe`` command line, run as a real subprocess.
+
+Error cases check the exit code and that stderr is a single line (no
+traceback) naming the problem; successful runs check stdout and the files
+written (JSON Lines records, MP4 frames and timestamps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILTIN_TYPES = ("classify", "decode", "detect", "encode", "metadata")
+RECORD_KEYS = {"source", "seq", "pts_time", "width", "height", "objects"}
+OBJECT_KEYS = {"label", "score", "box", "track_id", "attributes"}
+
+PERSON_CLIP = "one-by-one-person-detection.mp4"     # 768x432, 10 fps, 1394 frames
+WALKING_GIF = "face-demographics-walking.gif"       # 480x270, 12.5 fps, 35 frames
+HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 480x270, 12.5 fps, 56 frames
+
+
+# helpers ---------------------------------------------------------------------------------
+@pytest.fixture
+def cli_env(models_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["VAPIPE_MODELS_DIR"] = str(models_dir)
+    env.pop("VAPIPE_DEBUG", None)
+    return env
+
+
+def vapipe(env: dict[str, str], *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The run failed and said why in exactly one line on stderr."""
+    assert proc.returncode != 0, f"expected a failure, got exit 0\nstdout: {proc.stdout}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{proc.stderr}"
+    assert lines[0].startswith("vapipe: error: "), lines[0]
+    return lines[0]
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstderr: {proc.stderr}\nstdout: {proc.stdout}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    assert path.is_file(), f"{path} was not written"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def check_record(rec: dict, source: str, seq: int, width: int, height: int) -> None:
+    assert RECORD_KEYS <= rec.keys(), rec
+    assert rec["source"] == source
+    assert rec["seq"] == seq
+    assert isinstance(rec["pts_time"], float)
+    assert (rec["width"], rec["height"]) == (width, height)
+    assert isinstance(rec["objects"], list)
+    for obj in rec["objects"]:
+        check_object(obj, width, height)
+
+
+def check_object(obj: dict, width: int, height: int) -> None:
+    assert OBJECT_KEYS <= obj.keys(), obj
+    assert isinstance(obj["label"], str) and obj["label"]
+    assert 0.0 <= obj["score"] <= 1.0
+    x1, y1, x2, y2 = obj["box"]
+    assert -1 <= x1 < x2 <= width + 1 and -1 <= y1 < y2 <= height + 1, obj["box"]
+    assert obj["track_id"] is None or isinstance(obj["track_id"], int)
+    assert isinstance(obj["attributes"], dict)
+
+
+def video_frames(path: Path) -> list:
+    """Every frame of the file's video stream, decoded with PyAV (raises if it cannot be)."""
+    import av
+
+    assert path.is_file(), f"{path} was not written"
+    with av.open(str(path)) as container:
+        return list(container.decode(video=0))
+
+
+def write_pipelines(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# errors ---------------------------------------------------------------------------------
+def test_missing_source_file_is_one_line_naming_the_path(cli_env, tmp_path: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", "/no/such.mp4",
+                                 "--output", tmp_path / "out", "--no-progress"))
+    assert "/no/such.mp4" in line
+    assert "not found" in line
+
+
+def test_text_file_named_mp4_is_not_a_readable_video(cli_env, tmp_path: Path) -> None:
+    fake = tmp_path / "x.mp4"
+    fake.write_text("this is not a video\n" * 10, encoding="utf-8")
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", fake,
+                                 "--output", tmp_path / "out", "--no-progress"))
+    assert str(fake) in line
+    assert re.search(r"cannot open|not a readable video|invalid data", line, re.IGNORECASE), line
+    assert not (tmp_path / "out" / "x.jsonl").exists()
+
+
+UNKNOWN_TYPE = """\
+pipelines:
+  p:
+    stages:
+      - name: decode
+        type: decode
+      - name: magic
+        type: magic_detector
+      - name: metadata
+        type: metadata
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "list"])
+def test_unknown_stage_type_names_file_line_and_valid_types(cli_env, tmp_path: Path, command: str) -> None:
+    cfg = write_pipelines(tmp_path, UNKNOWN_TYPE)
+    args = ["--config", cfg]
+    if command == "run":
+        args = ["p", "--source", tmp_path / "whatever.mp4", "--output", tmp_path / "out", *args]
+    line = one_error_line(vapipe(cli_env, command, *args))
+    assert f"{cfg}:6:" in line  # the line of the stage `- name: magic`
+    assert "magic_detector" in line
+    for valid in BUILTIN_TYPES:
+        assert valid in line, f"{valid!r} missing from: {line}"
+
+
+def test_unknown_parameter_from_set_names_it_and_the_valid_ones(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+                                 "--set", "person_detect.treshold=0.5", "--output", tmp_path / "out"))
+    assert "'treshold'" in line
+    assert "person_detect" in line
+    valid = line.split("valid:", 1)[1]
+    for name in ("model", "decoder", "device", "requests"):
+        assert name in valid, line
+    assert not (tmp_path / "out").exists(), "nothing may run on an invalid pipeline"
+
+
+def test_unknown_parameter_in_file_names_file_line_and_valid_ones(cli_env, tmp_path: Path) -> None:
+    cfg = write_pipelines(tmp_path, """\
+pipelines:
+  p:
+    stages:
+      - name: decode
+        type: decode
+      - name: metadata
+        type: metadata
+        params:
+          pathh: out.jsonl
+""")
+    line = one_error_line(vapipe(cli_env, "validate", "--config", cfg))
+    assert f"{cfg}:6:" in line
+    assert "'pathh'" in line
+    assert "include_landmarks" in line.split("valid:", 1)[1]
+
+
+def test_missing_model_file_is_named(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+                                 "--set", "person_detect.model=/no/model.tflite", "--output", tmp_path / "out"))
+    assert "/no/model.tflite" in line
+    assert "not found" in line
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_catalogue_model_missing_from_models_dir_suggests_pull(cli_env, tmp_path: Path, videos_dir: Path,
+                                                               command: str) -> None:
+    empty = tmp_path / "models"
+    empty.mkdir()
+    env = {**cli_env, "VAPIPE_MODELS_DIR": str(empty)}
+    if command == "run":
+        args, model = ["persons", "--source", videos_dir / PERSON_CLIP, "--output", tmp_path / "out"], "pose_detection"
+    else:  # the first pipeline of pipelines.yaml, faces, fails on its first model
+        args, model = [], "face_detection_short_range"
+    line = one_error_line(vapipe(env, command, *args))
+    assert f"'mediapipe/{model}'" in line
+    assert str(empty) in line
+    assert "vapipe models pull" in line
+
+
+# list / graph / validate -------------------------------------------------------------------
+def test_list_prints_every_pipeline_with_its_description(cli_env) -> None:
+    proc = ok(vapipe(cli_env, "list"))
+    expected = yaml.safe_load((ROOT / "pipelines.yaml").read_text(encoding="utf-8"))["pipelines"]
+    assert {"faces", "ocr", "persons"} <= expected.keys()
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(expected)
+    for name, body in expected.items():
+        row = [ln for ln in lines if ln.split()[0] == name]
+        assert len(row) == 1, proc.stdout
+        assert row[0].rstrip().endswith(body["description"].strip()), row[0]
+
+
+FACES_EDGES = [("decode", "face_detect"), ("face_detect", "landmarks"), ("landmarks", "encode"),
+               ("encode", "metadata")]
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot", "text"])
+def test_graph_formats(cli_env, fmt: str) -> None:
+    out = ok(vapipe(cli_env, "graph", "faces", "--format", fmt)).stdout
+    if fmt == "mermaid":
+        assert out.splitlines()[0].startswith(("flowchart", "graph"))
+        for a, b in FACES_EDGES:
+            assert re.search(rf"^\s*{a}\s*-->\s*{b}\s*$", out, re.MULTILINE), (a, b, out)
+        assert out.count("-->") == len(FACES_EDGES)
+    elif fmt == "dot":
+        assert out.lstrip().startswith("digraph")
+        assert out.rstrip().endswith("}")
+        for a, b in FACES_EDGES:
+            assert re.search(rf'"{a}"\s*->\s*"{b}"', out), (a, b, out)
+        assert out.count("->") == len(FACES_EDGES)
+    else:
+        for stage, kind in [("decode", "decode"), ("face_detect", "detect"), ("landmarks", "classify"),
+                            ("encode", "encode"), ("metadata", "metadata")]:
+            assert re.search(rf"\b{stage}\b.*\b{kind}\b", out), (stage, out)
+        for a, b in FACES_EDGES:
+            assert re.search(rf"\b{b}\b.*<-.*\b{a}\b", out), (a, b, out)
+
+
+def test_graph_of_unknown_pipeline_lists_the_valid_ones(cli_env) -> None:
+    line = one_error_line(vapipe(cli_env, "graph", "nope"))
+    assert "'nope'" in line
+    for name in ("faces", "ocr", "persons"):
+        assert name in line
+
+
+def test_validate_default_file_prints_ok(cli_env) -> None:
+    proc = ok(vapipe(cli_env, "validate"))
+    assert proc.stdout.strip() == "ok"
+
+
+# runs -------------------------------------------------------------------------------------
+def test_run_persons_json_summary_and_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    out = tmp_path / "out"
+    proc = ok(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP, "--max-frames", "30",
+                     "--json", "--output", out))
+    summary = json.loads(proc.stdout)  # stdout is the JSON document and nothing else
+    assert summary["pipeline"] == "persons"
+    assert summary["error"] is None
+    assert summary["stopped_by_signal"] is False
+    src = summary["sources"][0]
+    assert src["source"] == "one-by-one-person-detection"
+    assert src["frames"] == 30
+    assert src["fps"] > 0
+    det = summary["stages"]["person_detect"]
+    assert det["count"] == 30
+    assert det["mean_ms"] > 0 and det["p95_ms"] >= det["p50_ms"] > 0
+
+    jsonl = out / "one-by-one-person-detection.jsonl"
+    assert summary["outputs"] == [str(jsonl)]
+    records = read_jsonl(jsonl)
+    assert len(records) == 30
+    for i, rec in enumerate(records):
+        check_record(rec, "one-by-one-person-detection", i, 768, 432)
+    times = [r["pts_time"] for r in records]
+    assert times[0] == pytest.approx(0.0)
+    assert times[-1] == pytest.approx(2.9)  # 10 fps
+    assert all(b > a for a, b in zip(times, times[1:]))
+
+
+def test_several_sources_in_one_run_get_their_own_outputs(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    out = tmp_path / "out"
+    clip, gif = videos_dir / PERSON_CLIP, videos_dir / WALKING_GIF
+    proc = ok(vapipe(cli_env, "run", "persons", "--source", clip, "--source", clip, "--source", gif,
+                     "--max-frames", "40", "--json", "--output", out))
+    summary = json.loads(proc.stdout)
+    expected = {"one-by-one-person-detection": (40, 768, 432),
+                "one-by-one-person-detection-2": (40, 768, 432),
+                "face-demographics-walking": (35, 480, 270)}  # the GIF ends before --max-frames
+    assert [s["source"] for s in summary["sources"]] == list(expected)
+    assert [s["frames"] for s in summary["sources"]] == [n for n, _, _ in expected.values()]
+    outputs = summary["outputs"]
+    assert len(outputs) == len(set(outputs)) == 3
+    assert sorted(outputs) == sorted(str(out / f"{name}.jsonl") for name in expected)
+    per_source = {}
+    for name, (count, width, height) in expected.items():
+        records = read_jsonl(out / f"{name}.jsonl")
+        assert len(records) == count, name
+        for i, rec in enumerate(records):
+            check_record(rec, name, i, width, height)
+        per_source[name] = records
+    # the same clip twice gives the same results, under both names
+    strip = [[{k: v for k, v in r.items() if k != "source"} for r in per_source[n]]
+             for n in ("one-by-one-person-detection", "one-by-one-person-detection-2")]
+    assert strip[0] == strip[1]
+    # people walk through the GIF: objects are written with the full schema
+    people = [o for r in per_source["face-demographics-walking"] for o in r["objects"]]
+    assert len(people) >= 10
+    assert {o["label"] for o in people} == {"person"}
+    for obj in people:
+        check_object(obj, 480, 270)
+
+
+def test_faces_on_gif_writes_mp4_matching_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    out = tmp_path / "async"
+    summary = json.loads(ok(vapipe(cli_env, "run", "faces", "--source", videos_dir / HEAD_POSE_GIF,
+                                   "--json", "--output", out)).stdout)
+    name = "head-pose-face-detection-female-and-male"
+    assert summary["sources"][0]["frames"] == 56
+    assert sorted(summary["outputs"]) == sorted([str(out / f"{name}.mp4"), str(out / f"{name}.jsonl")])
+
+    frames = video_frames(out / f"{name}.mp4")
+    records = read_jsonl(out / f"{name}.jsonl")
+    assert len(frames) == 56
+    assert len(records) == len(frames)
+    assert (frames[0].width, frames[0].height) == (480, 270)
+    times = [float(f.pts * f.time_base) for f in frames]
+    assert all(b > a for a, b in zip(times, times[1:])), times
+    # the file follows the source clock (12.5 fps): 55 intervals of 80 ms
+    assert times[-1] - times[0] == pytest.approx(55 * 0.08, abs=0.01)
+    for i, rec in enumerate(records):
+        check_record(rec, name, i, 480, 270)
+    faces = [o for r in records for o in r["objects"]]
+    assert len(faces) >= 56
+    assert all(o["label"] == "face" and o["attributes"].get("landmarks") == 468 for o in faces)
+
+    # --sync (one request, no overlap) must give the same results in the same order
+    sync_out = tmp_path / "sync"
+    sync_summary = json.loads(ok(vapipe(cli_env, "run", "faces", "--sync", "--source", videos_dir / HEAD_POSE_GIF,
+                                        "--json", "--output", sync_out)).stdout)
+    assert sync_summary["mode"] == "sync"
+    sync_records = read_jsonl(sync_out / f"{name}.jsonl")
+    assert [r["seq"] for r in sync_records] == [r["seq"] for r in records]
+    assert [[o["box"] for o in r["objects"]] for r in sync_records] == \
+        [[o["box"] for o in r["objects"]] for r in records]
+    assert sync_records == records
+    assert len(video_frames(sync_out / f"{name}.mp4")) == 56
+
+
+def _gif_frames(path: Path, count: int, size: tuple[int, int]) -> list:
+    import av
+    import cv2
+
+    images = []
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            images.append(cv2.resize(frame.to_ndarray(format="bgr24"), size, interpolation=cv2.INTER_AREA))
+            if len(images) == count:
+                break
+    assert len(images) == count
+    return images
+
+
+def test_image_folder_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    import cv2
+
+    folder = tmp_path / "shots"
+    folder.mkdir()
+    for i, image in enumerate(_gif_frames(videos_dir / WALKING_GIF, 12, (320, 180))):
+        assert cv2.imwrite(str(folder / f"img_{i:03d}.png"), image)
+    (folder / "notes.txt").write_text("not an image", encoding="utf-8")  # ignored
+    out = tmp_path / "out"
+    summary = json.loads(ok(vapipe(cli_env, "run", "persons", "--source", folder, "--json",
+                                   "--output", out)).stdout)
+    assert summary["sources"][0]["frames"] == 12
+    records = read_jsonl(out / "shots.jsonl")
+    assert len(records) == 12
+    for i, rec in enumerate(records):
+        check_record(rec, "shots", i, 320, 180)
+        assert rec["pts_time"] == pytest.approx(i / 25)  # decode.fps default
+    assert sum(len(r["objects"]) for r in records) >= 3, "the walking person is found in the images"
+
+
+def test_avi_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    import av
+
+    avi = tmp_path / "walk.avi"
+    with av.open(str(avi), "w") as container:
+        stream = container.add_stream("mpeg4", rate=Fraction(25, 2))
+        stream.width, stream.height, stream.pix_fmt = 480, 270, "yuv420p"
+        for image in _gif_frames(videos_dir / WALKING_GIF, 10, (480, 270)):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        container.mux(stream.encode(None))
+    assert len(video_frames(avi)) == 10
+
+    out = tmp_path / "out"
+    summary = json.loads(ok(vapipe(cli_env, "run", "persons", "--source", avi, "--json",
+                                   "--output", out)).stdout)
+    assert summary["error"] is None
+    assert summary["sources"][0]["frames"] == 10
+    records = read_jsonl(out / "walk.jsonl")
+    assert len(records) == 10
+    for i, rec in enumerate(records):
+        check_record(rec, "walk", i, 480, 270)
+    times = [r["pts_time"] for r in records]
+    assert times[-1] - times[0] == pytest.approx(9 * 0.08, abs=1e-3)
+    assert sum(len(r["objects"]) for r in records) >= 2

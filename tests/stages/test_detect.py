@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stages.decode import Decode
+from stages.detect import Detect
+from stages.models.nms import iou_matrix
+
+PERSON_CLIP = "one-by-one-person-detection.mp4"
+
+
+def _persons(videos_dir: Path, resize: str, n: int = 40, first: int = 80) -> tuple[list[np.ndarray], Detect]:
+    """Person boxes on frames first..first+n of the clip (people are in view from frame ~62)."""
+    boxes = []
+    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, \
+            Detect(model="mediapipe/pose_detection", decoder="pose", resize=resize) as det:
+        for i, frame in enumerate(src.frames()):
+            if i >= first + n:
+                break
+            if i >= first:
+                boxes.append(det(frame).detections.xyxy.copy())
+    return boxes, det
+
+
+def test_engine_resize_finds_the_same_people_as_host_resize(videos_dir: Path) -> None:
+    host, det_h = _persons(videos_dir, "host")
+    engine, det_e = _persons(videos_dir, "engine")
+    assert [c[0] for c in det_h.choices.values()] == ["host"]
+    assert [c[0] for c in det_e.choices.values()] == ["engine"]
+    assert sum(1 for b in host if len(b)) >= 30
+    ious = [iou_matrix(a, b).max() for a, b in zip(host, engine) if len(a) and len(b)]
+    assert len(ious) >= 0.9 * sum(1 for b in host if len(b))
+    assert np.median(ious) >= 0.9
+
+
+def test_auto_resize_measures_both_paths_and_keeps_the_faster(videos_dir: Path) -> None:
+    from stages.testsrc import TickerScene
+    from pipeline.frame import Frame
+
+    image, _ = TickerScene(640, 360, seed=3).render(0)
+    with Detect(model="ppocr/ch_PP-OCRv4_det_infer", decoder="db_text") as det:
+        out = det(Frame.from_image(image))
+    chosen, timings = det.choices[(640, 360)]
+    assert set(timings) == {"host", "engine"} and all(t > 0 for t in timings.values())
+    assert timings[chosen] == min(timings.values())
+    assert len(out.detections) > 0
+
+
+def test_adapters_with_their_own_sampling_stay_on_the_host_in_auto_mode(videos_dir: Path) -> None:
+    _, det = _persons(videos_dir, "auto", n=2)
+    assert [c[0] for c in det.choices.values()] == ["host"]
+
+
+def test_every_n_lets_frames_pass_without_inference_in_order(videos_dir: Path) -> None:
+    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, \
+            Detect(model="mediapipe/pose_detection", decoder="pose", every=3) as det:
+        frames = []
+        for i, frame in enumerate(src.frames()):
+            if i >= 12:
+                break
+            det.submit(frame)
+            frames.extend(det.poll())
+        frames.extend(det.drain())
+    assert [f.seq for f in frames] == list(range(12))
+    assert all(len(f.detections) == 0 for f in frames if f.seq % 3)
+
+
+def test_unknown_decoder_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo'; valid: .*blazeface.*db_text.*pose"):
+        Detect(model="mediapipe/pose_detection", decoder="yolo").open()
