@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--capture-delay-ms", type=float, default=0.0, metavar="MS",
                    help="make every frame arrive MS later without using CPU (network/USB camera latency)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    r.add_argument("--trace", default=None, metavar="FILE",
+                   help="write a Chrome/Perfetto timeline (decode, stages, infer requests per camera)")
     r.add_argument("--no-progress", action="store_true", help="no progress display")
 
     m = sub.add_parser("models", help="fetch and list models")
@@ -152,12 +154,17 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--max-frames must be >= 1, got {args.max_frames}")
     if args.requests is not None and args.requests < 1:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
+    from .trace import Tracer
+
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
-                      max_frames=args.max_frames, requests=args.requests)
+                      max_frames=args.max_frames, requests=args.requests,
+                      trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
     if progress is not None:
         progress.finish()
+    if opts.trace is not None:
+        summary.outputs.append(str(opts.trace.write(args.trace)))
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2))
     elif not summary.error or any(s.processed for s in summary.sources):

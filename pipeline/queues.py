@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Any, Literal
 
-__all__ = ["BoundedQueue", "Closed", "FullPolicy"]
+__all__ = ["BoundedQueue", "Closed", "FullPolicy", "EMPTY"]
+
+EMPTY = object()  # returned by BoundedQueue.get when give_up_after runs out
 
 FullPolicy = Literal["block", "drop_oldest"]
 
@@ -51,12 +54,22 @@ class BoundedQueue:
             self._items.append(item)
             self._cond.notify_all()
 
-    def get(self, timeout: float = 0.1) -> Any:
-        """Next item; raises Closed once the run stops and the queue is empty."""
+    def get(self, timeout: float = 0.1, give_up_after: float | None = None) -> Any:
+        """Next item; raises Closed once the run stops and the queue is empty.
+
+        With ``give_up_after`` (seconds), returns :data:`EMPTY` if nothing arrived by then.
+        """
+        deadline = None if give_up_after is None else time.monotonic() + give_up_after
         with self._cond:
             while not self._items:
                 if self.stop.is_set():
                     raise Closed
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return EMPTY
+                    self._cond.wait(min(timeout, left))
+                    continue
                 self._cond.wait(timeout)
             item = self._items.popleft()
             self._cond.notify_all()

@@ -32,9 +32,10 @@ from typing import Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
-from .queues import BoundedQueue, Closed
+from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
 from .stats import LatencyStats, RunSummary, SourceStats
+from .trace import LaneAllocator, Tracer
 
 __all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure"]
 
@@ -61,6 +62,7 @@ class RunOptions:
     # that briefly need it then wait behind the worker (a convoy).  0.5 ms measured
     # +20-30 % FPS on the 1080p persons benchmark (2 cores).
     switch_interval_s: float | None = 0.0005
+    trace: "Tracer | None" = None          # timeline of decode, stage and request slices
 
 
 class GraphExecutor:
@@ -74,8 +76,13 @@ class GraphExecutor:
 
     def __init__(self, graph: PipelineGraph, stages: dict[str, Stage], async_mode: bool,
                  stage_stats: dict[str, LatencyStats], on_output: Callable[[Frame], None],
-                 on_error: Callable[[str, BaseException, Frame | None], bool]) -> None:
+                 on_error: Callable[[str, BaseException, Frame | None], bool],
+                 tracer: Tracer | None = None, camera: str = "") -> None:
         self.graph = graph
+        self.tracer = tracer
+        self.camera = camera
+        self._lanes = {n: LaneAllocator() for n in graph.order}
+        self._lane_of: dict[tuple[str, int], tuple[int, int]] = {}
         self.stages = stages
         self.async_mode = async_mode
         self.stage_stats = stage_stats
@@ -90,6 +97,26 @@ class GraphExecutor:
 
     def feed(self, frame: Frame) -> None:
         self._emit(self.graph.source, frame)
+
+    @property
+    def in_flight(self) -> int:
+        """Frames inside asynchronous stages."""
+        return sum(st.in_flight for st in self.stages.values() if isinstance(st, InferStage))
+
+    def poll(self) -> None:
+        """Hand on frames that finished since the last call (never blocks)."""
+        if not self.async_mode:
+            return
+        for name in self.order:
+            stage = self.stages[name]
+            if isinstance(stage, InferStage) and stage.in_flight:
+                try:
+                    outs = stage.poll()
+                except Exception as exc:  # noqa: BLE001 - routed through the error policy
+                    self.on_error(name, exc, None)
+                    continue
+                for f in outs:
+                    self._done(name, f)
 
     def finish(self) -> None:
         """Drain every inference stage in topological order."""
@@ -127,6 +154,8 @@ class GraphExecutor:
             if is_async:
                 stage.submit(frame)
                 self._submitted[(name, frame.seq)] = t0
+                if self.tracer is not None:
+                    self._lane_of[(name, frame.seq)] = (self._lanes[name].take(), self.tracer.now())
                 outs = stage.poll()
                 while stage.in_flight > stage.depth:
                     outs.extend(stage.pop_oldest())
@@ -142,7 +171,11 @@ class GraphExecutor:
             for f in outs:
                 self._done(name, f)
             return
-        self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
+        t1 = time.perf_counter_ns()
+        self.stage_stats[name].add((t1 - t0) / 1e6)
+        if self.tracer is not None:
+            end = self.tracer.now()
+            self.tracer.slice(self.camera, name, f"frame {frame.seq}", end - (t1 - t0), end, seq=frame.seq)
         if out is not None:
             self._emit(name, out)
 
@@ -150,6 +183,11 @@ class GraphExecutor:
         t0 = self._submitted.pop((name, frame.seq), None)
         if t0 is not None:
             self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
+        lane = self._lane_of.pop((name, frame.seq), None)
+        if lane is not None and self.tracer is not None:
+            self._lanes[name].give(lane[0])
+            self.tracer.slice(self.camera, f"{name} request {lane[0]}", f"frame {frame.seq}", lane[1],
+                              self.tracer.now(), seq=frame.seq)
         self._emit(name, frame)
 
 
@@ -246,12 +284,19 @@ class _Camera:
 
     def reader(self) -> None:
         try:
+            tracer = self.opts.trace
+            index = 0
+            t0 = tracer.now() if tracer is not None else 0
             for unit in self.source.units():  # type: ignore[attr-defined]
                 if self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set():
                     break
                 if unit is not None:
                     self._delay()
+                    if tracer is not None:
+                        tracer.slice(self.source_id, "capture", f"unit {index}", t0, tracer.now(), unit=index)
+                        index += 1
                 self.units.put(unit)
+                t0 = tracer.now() if tracer is not None else 0
         except Closed:
             pass
         except Exception as exc:  # noqa: BLE001
@@ -268,7 +313,13 @@ class _Camera:
                     break
                 if unit is _END:
                     break
-                for frame in self.source.decode_unit(unit):  # type: ignore[attr-defined]
+                tracer = self.opts.trace
+                t0 = tracer.now() if tracer is not None else 0
+                decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
+                if tracer is not None and decoded:
+                    tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
+                                 seq=[f.seq for f in decoded])
+                for frame in decoded:
                     if not self._take(frame):
                         break
                     if self.needs_image:
@@ -286,13 +337,18 @@ class _Camera:
 
     def worker(self) -> None:
         executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
-                                 self._output, self.on_error)
+                                 self._output, self.on_error, self.opts.trace, self.source_id)
         try:
             while True:
                 try:
-                    frame = self.frames.get()
+                    # While frames are in flight, wake up often to hand finished ones on
+                    # (a live camera may not send the next frame for a while).
+                    frame = self.frames.get(give_up_after=0.002 if executor.in_flight else None)
                 except Closed:
                     return
+                if frame is EMPTY:
+                    executor.poll()
+                    continue
                 if frame is _END:
                     executor.finish()
                     return
@@ -305,7 +361,8 @@ class _Camera:
 
     def sync_loop(self) -> None:
         """Read, decode and process on one thread; one request, no overlap."""
-        executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error)
+        executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
+                                 self.opts.trace, self.source_id)
         try:
             for unit in self.source.units():  # type: ignore[attr-defined]
                 if self.stop_sources.is_set() or self.abort.is_set():
@@ -313,7 +370,13 @@ class _Camera:
                 if unit is not None:
                     self._delay()
                 stop = False
-                for frame in self.source.decode_unit(unit):  # type: ignore[attr-defined]
+                tracer = self.opts.trace
+                t0 = tracer.now() if tracer is not None else 0
+                decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
+                if tracer is not None and decoded:
+                    tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
+                                 seq=[f.seq for f in decoded])
+                for frame in decoded:
                     if not self._take(frame):
                         stop = True
                         break
