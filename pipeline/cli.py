@@ -60,6 +60,42 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace", default=None, metavar="FILE",
                    help="write a Chrome/Perfetto timeline (decode, stages, infer requests per camera)")
     r.add_argument("--no-progress", action="store_true", help="no progress display")
+    r.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="cores vapipe may use; threads of decoders, OpenVINO and OpenCV are planned to fit "
+                        "(default: the process's CPU affinity; 0: leave every runtime at its own defaults)")
+    r.add_argument("--overrides", default=None, metavar="FILE",
+                   help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
+
+    b = with_config(sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops and the machine's limits"))
+    b.add_argument("name")
+    b.add_argument("--source", required=True, metavar="URI", help="video file")
+    b.add_argument("--cameras", type=int, default=1, metavar="N", help="run N copies of the source at once")
+    b.add_argument("--frames", type=int, default=None, metavar="N", help="frames per camera (default: the whole "
+                   "source; longer sources loop)")
+    b.add_argument("--out", default="bench-output", metavar="DIR", help="where bench.json and bench.png go")
+    b.add_argument("--rounds", type=int, default=3, metavar="R", help="rounds (median reported)")
+    b.add_argument("--modes", default=None, metavar="M,M",
+                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,decode-alone,infer-alone")
+
+    t = with_config(sub.add_parser("tune", help="search requests, streams, decoder threads and resize for a source"))
+    t.add_argument("name")
+    t.add_argument("--source", required=True, metavar="URI", help="video file, image folder or testsrc://")
+    t.add_argument("--cameras", type=int, default=1, metavar="N", help="tune for N copies of the source at once")
+    t.add_argument("--budget-s", type=float, default=120.0, metavar="S", help="time budget in seconds")
+    t.add_argument("--frames", type=int, default=None, metavar="N", help="frames per trial run (default: from the "
+                   "budget)")
+    t.add_argument("--out", default="overrides.yaml", metavar="FILE", help="YAML override file to write")
+
+    d = with_config(sub.add_parser("doctor", help="threads and devices every runtime uses, and the thread plan"))
+    d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
+    d.add_argument("--cores", type=int, default=None, metavar="N", help="plan for N cores")
+    d.add_argument("--sources", type=int, default=1, metavar="N", help="plan for N sources")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    dv = sub.add_parser("devices", help="OpenVINO devices and their key properties")
+    dv.add_argument("--device", default=None, metavar="DEV",
+                    help="also compile a tiny model on DEV (e.g. AUTO:CPU, BATCH:CPU(4)) and show what it resolves to")
+    dv.add_argument("--hint", default="THROUGHPUT", choices=["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"])
+    dv.add_argument("--json", action="store_true", help="print as JSON")
 
     m = sub.add_parser("models", help="fetch and list models")
     msub = m.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -94,6 +130,8 @@ def _one_line(exc: BaseException) -> str:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "models":
         return _cmd_models(args)
+    if args.command == "devices":
+        return _cmd_devices(args)
     from .config import load_config
 
     config_path = args.config or _default_config()
@@ -119,6 +157,25 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "run":
         return _cmd_run(args, config_path)
+    if args.command == "doctor":
+        return _cmd_doctor(args, config_path)
+    if args.command == "bench":
+        from .bench import MODES, format_table, run_bench
+
+        modes = tuple(m.strip() for m in args.modes.split(",")) if args.modes else MODES
+        result = run_bench(args.name, args.source, cameras=args.cameras, frames=args.frames, out=args.out,
+                           rounds=args.rounds, config=config_path, modes=modes,
+                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print(format_table(result))
+        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
+        return EXIT_OK
+    if args.command == "tune":
+        from .tune import run_tune
+
+        print(run_tune(args.name, args.source, cameras=args.cameras, budget_s=args.budget_s, frames=args.frames,
+                       out=args.out, config=config_path,
+                       log=lambda msg: print(msg, file=sys.stderr, flush=True)).table())
+        return EXIT_OK
     raise CliError(f"unknown command {args.command!r}")
 
 
@@ -131,6 +188,37 @@ def _cmd_models(args: argparse.Namespace) -> int:
         print(f"{len(paths)} models ready in {models.models_dir()} ({time.monotonic() - t0:.1f} s)")
         return EXIT_OK
     print(models.format_table(models.list_models()))
+    return EXIT_OK
+
+
+def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
+    from .doctor import collect, format_report
+
+    if args.cores is not None and args.cores < 1:
+        raise CliError(f"--cores must be >= 1, got {args.cores}")
+    info = collect(args.pipeline, args.cores, max(1, args.sources), config_path)
+    print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
+    return EXIT_OK
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    import openvino as ov
+
+    from .devices import format_devices, list_devices, resolve_device
+    from .engine import validate_device
+
+    core = ov.Core()
+    devices = list_devices(core)
+    resolved = None
+    if args.device:
+        resolved = resolve_device(core, validate_device(args.device), args.hint)
+    if args.json:
+        print(json.dumps({"devices": devices, "resolved": resolved}, indent=2, default=str))
+    else:
+        print(format_devices(devices, resolved))
+    if resolved is not None and "error" in resolved:
+        print(f"vapipe: error: {resolved['error']}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -148,16 +236,22 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         for st in spec.stages:
             if "device" in resolve_stage_type(st.type).Params.model_fields:
                 sets.append(f"{st.name}.device={args.device}")
+    if args.overrides:
+        from .config import apply_override_file
+
+        spec = apply_override_file(spec, args.overrides)
     spec = apply_overrides(spec, sets)
     graph = build_graph(spec, config_path)
     if args.max_frames is not None and args.max_frames < 1:
         raise CliError(f"--max-frames must be >= 1, got {args.max_frames}")
     if args.requests is not None and args.requests < 1:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
+    if args.cores is not None and args.cores < 0:
+        raise CliError(f"--cores must be >= 0, got {args.cores}")
     from .trace import Tracer
 
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
-                      max_frames=args.max_frames, requests=args.requests,
+                      max_frames=args.max_frames, requests=args.requests, cores=args.cores,
                       trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
@@ -182,7 +276,7 @@ class _Progress:
     def __init__(self, every_s: float = 0.5) -> None:
         self.tty = sys.stderr.isatty()
         self.every_s = every_s if self.tty else 5.0
-        self._last = 0.0
+        self._last = time.monotonic()  # first report after one interval: quick failures stay one line
         self._shown = False
 
     def __call__(self, stats: list[Any]) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .registry import UnknownStageType, resolve_stage_type
 
 __all__ = ["ConfigError", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "parse_config",
-           "DEFAULT_CONFIG", "apply_overrides"]
+           "DEFAULT_CONFIG", "apply_overrides", "load_override_file", "apply_override_file"]
 
 DEFAULT_CONFIG = "pipelines.yaml"
 ErrorPolicy = Literal["stop", "skip", "restart"]
@@ -25,6 +25,10 @@ ErrorPolicy = Literal["stop", "skip", "restart"]
 
 class ConfigError(ValueError):
     """A pipeline file is invalid; the message is one line with file and line."""
+
+    def __init__(self, message: object = "") -> None:
+        # Names and values quoted from the file may contain line breaks: keep them visible, on one line.
+        super().__init__("\\n".join(str(message).splitlines()))
 
 
 class StageSpec(BaseModel):
@@ -102,8 +106,10 @@ def parse_config(text: str, path: str = "<string>", check_files: bool = True) ->
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("pipelines"), dict):
         raise ConfigError(f"{path}: expected a mapping with key 'pipelines: {{NAME: {{description, stages}}}}'")
     pipelines: dict[str, PipelineSpec] = {}
@@ -128,6 +134,10 @@ def _parse_pipeline(name: str, body: Any, path: str, parent_line: int, check_fil
             raise ConfigError(f"{path}:{line}: pipeline {name!r} stage #{i + 1} must be a mapping with 'name' and 'type'")
         st_line = st.get("__line__", line)
         clean = _strip_lines(st)
+        unknown = [k for k in clean if k not in _STAGE_KEYS]
+        if unknown:
+            raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: unknown key {unknown[0]!r}; "
+                              f"valid: {', '.join(_STAGE_KEYS)}")
         try:
             spec = StageSpec(**clean, line=st_line)
         except ValidationError as exc:
@@ -154,6 +164,9 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
             cls = resolve_stage_type(st.type)
         except UnknownStageType as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - importing a user's module may raise anything
+            raise ConfigError(f"{where}: stage type {st.type!r} cannot be loaded: {type(exc).__name__}: {exc}") \
+                from None
         try:
             params = cls.Params(**st.params)
         except ValidationError as exc:
@@ -167,6 +180,9 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
                 resolve_model(params.model)
             except FileNotFoundError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
+            except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
+                raise ConfigError(f"{where}: model {_short(params.model)}: {type(exc).__name__}: "
+                                  f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
 
 
 def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
@@ -177,13 +193,75 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
         stage_name, dot, param = key.partition(".")
         if not eq or not dot or not param:
             raise ConfigError(f"--set {item!r}: expected STAGE.PARAM=VALUE")
-        stage = spec.stage(stage_name)
+        try:
+            stage = spec.stage(stage_name)
+        except ConfigError as exc:
+            raise ConfigError(f"--set {item}: {exc}") from None
         try:
             stage.params[param] = yaml.safe_load(value) if value else ""
         except yaml.YAMLError:
             stage.params[param] = value
-    validate_pipeline(spec, "--set", check_files=True)
+        single = PipelineSpec(name=spec.name, stages=[stage])
+        try:
+            validate_pipeline(single, "--set", check_files=True)
+        except ConfigError as exc:
+            reason = str(exc).split(f"stage {stage.name!r}: ", 1)[-1]
+            raise ConfigError(f"--set {item}: {reason}") from None
     return spec
+
+
+def load_override_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read a YAML override file ``{stage: {param: value}}`` (as ``vapipe tune`` writes)."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"override file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read override file {p}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark else str(p)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ConfigError(f"{p}: expected a mapping {{STAGE: {{PARAM: VALUE}}}}")
+    return {str(k): {str(pk): pv for pk, pv in v.items()} for k, v in raw.items()}
+
+
+def apply_override_file(spec: PipelineSpec, path: str | Path) -> PipelineSpec:
+    """Apply an override file to a copy of ``spec`` (same semantics as ``--set STAGE.PARAM=VALUE``
+    for every entry); an unknown stage, parameter or bad value is a one-line error naming the file."""
+    overrides = load_override_file(path)
+    spec = spec.model_copy(deep=True)
+    names = [s.name for s in spec.stages]
+    for stage_name, params in overrides.items():
+        if stage_name not in names:
+            raise ConfigError(f"{path}: pipeline {spec.name!r} has no stage {stage_name!r}; stages: {', '.join(names)}")
+        stage = spec.stage(stage_name)
+        cls = resolve_stage_type(stage.type)
+        for param in params:
+            if param not in cls.Params.model_fields:
+                raise ConfigError(f"{path}: stage {stage_name!r}: unknown parameter {param!r}; "
+                                  f"valid: {', '.join(cls.Params.model_fields)}")
+        stage.params.update(params)
+        try:
+            cls.Params(**stage.params)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: stage {stage_name!r}: {_first_error(exc, cls.Params)}") from None
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{path}: stage {stage_name!r}: {exc}") from None
+    validate_pipeline(spec, str(path), check_files=True)
+    return spec
+
+
+#: keys a stage may have in the file (``line`` is recorded by the loader)
+_STAGE_KEYS = tuple(k for k in StageSpec.model_fields if k != "line")
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _strip_lines(value: Any) -> Any:
@@ -203,4 +281,4 @@ def _first_error(exc: ValidationError, model: type[BaseModel] | None = None) -> 
     if err["type"] == "missing":
         return f"missing required parameter {loc!r}"
     msg = err["msg"]
-    return f"parameter {loc!r}: {msg} (got {err.get('input')!r})" if loc else msg
+    return f"parameter {loc!r}: {msg} (got {_short(err.get('input'))})" if loc else msg

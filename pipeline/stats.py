@@ -45,6 +45,9 @@ class SourceStats:
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     error: str | None = None
+    decode_errors: int = 0
+    events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
+    reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -66,7 +69,8 @@ class SourceStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
-                "dropped": self.dropped, "skipped_errors": self.skipped_errors,
+                "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
+                "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 
@@ -80,6 +84,7 @@ class RunSummary:
     error: str | None = None
     stopped_by_signal: bool = False
     outputs: list[str] = field(default_factory=list)
+    threads: str | None = None  # the thread plan in one line (pipeline/threads.py)
 
     @property
     def total_fps(self) -> float:
@@ -89,10 +94,13 @@ class RunSummary:
         return {"pipeline": self.pipeline, "mode": self.mode, "wall_s": round(self.wall_s, 3),
                 "total_fps": round(self.total_fps, 2), "sources": [s.as_dict() for s in self.sources],
                 "stages": {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in self.stages.items()},
-                "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs}
+                "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs,
+                "threads": self.threads}
 
     def table(self) -> str:
         lines = [f"pipeline {self.pipeline} ({self.mode}), {self.wall_s:.1f} s"]
+        if self.threads:
+            lines.append(self.threads)
         lines.append(f"{'source':<40} {'frames':>7} {'fps':>8} {'dropped':>8} {'p95 e2e ms':>11}")
         for s in self.sources:
             lat = s.latency.summary()

@@ -1,77 +1,140 @@
-"""Video sources: files (PyAV), image folders and synthetic ``testsrc://`` scenes.
+"""The source stage: video files, streams and cameras (PyAV), image folders and
+synthetic ``testsrc://`` scenes.
 
-A source is split in two steps so that the runtime can run them on two
-threads: :meth:`Decode.units` yields compressed units (packets, image paths,
-scene indices) as they "arrive", and :meth:`Decode.decode_unit` turns a unit
-into frames.  Decoded frames keep the decoder's pixel format; stages ask the
-frame for the pixels they need (see :class:`pipeline.frame.Frame`).
+Reading is split in two steps so that the runtime can run them on two threads:
+:meth:`Decode.units` yields compressed units (packets, image paths, scene
+indices) as they arrive, and :meth:`Decode.decode_unit` turns a unit into
+frames.  Decoded frames keep the decoder's pixel format; stages ask the frame
+for the pixels they need (see :class:`pipeline.frame.Frame`).
+
+Live sources (``rtsp://``, ``http(s)://``, ``/dev/videoN``, ...) never end on
+their own: when a camera cannot be reached, stops sending (read timeout) or
+sends too many undecodable packets in a row, the stage reconnects with
+exponential backoff and reports each state change (connecting, streaming,
+stalled, reconnecting, gave_up, ended) through :attr:`Decode.on_event`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import random
+import threading
 import time
-from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.frame import Frame
 from pipeline.stage import Params, SourceStage
 
-__all__ = ["Decode", "SourceError", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "LOOP"]
+from .sources import (IMAGE_SUFFIXES, LOOP, VIDEO_SUFFIXES, FolderReader, Reader, SceneReader, SourceError,
+                      VideoReader, is_live_uri)
 
-LOOP = "loop"  # unit marking the end of one pass of a looping source
+__all__ = ["Decode", "SourceError", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "LOOP", "Reconnect", "STATES"]
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".gif", ".webm", ".ts", ".m4v", ".mpg", ".mpeg", ".flv")
+log = logging.getLogger("vapipe.source")
+
+STATES = ("connecting", "streaming", "stalled", "reconnecting", "gave_up", "ended")
 
 
-class SourceError(ValueError):
-    """A source cannot be opened or read; the message names it."""
+class Reconnect(BaseModel):
+    """Exponential backoff for live sources: delay = min(max_s, initial_s * 2**attempt) ± jitter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    initial_s: float = Field(0.5, gt=0)
+    max_s: float = Field(30.0, gt=0)
+    jitter: float = Field(0.2, ge=0, le=1, description="random fraction added or removed from each delay")
+    max_attempts: int | None = Field(None, ge=1, description="give up after this many failed attempts; "
+                                     "None = forever")
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_s, self.initial_s * (2 ** min(attempt, 30)))
+        return max(0.0, base * (1 + random.uniform(-self.jitter, self.jitter)))
+
+
+class _Switch:
+    """Unit telling the decoder thread that the reader thread reconnected."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
 
 
 class Decode(SourceStage):
-    """Reads frames from ``uri``: a video file, a folder of images or ``testsrc://PATTERN``."""
+    """Reads frames from ``uri``: a video file, a stream URL, ``/dev/videoN``, a folder of
+    images or ``testsrc://PATTERN``."""
 
     class Params(Params):
-        uri: str = Field("", description="file, image folder or testsrc://PATTERN (normally given by --source)")
+        uri: str = Field("", description="file, stream URL, /dev/videoN, image folder or testsrc://PATTERN "
+                                         "(normally given by --source)")
         loop: bool = Field(False, description="start again at the end (timestamps keep increasing)")
         realtime: bool = Field(False, description="deliver frames at the stream's frame rate, as a camera does")
         threads: int = Field(0, ge=0, description="decoder threads; 0 = FFmpeg's automatic choice")
         fps: float = Field(25.0, gt=0, description="frame rate for image folders and synthetic scenes")
+        live: bool | None = Field(None, description="drop the oldest frames when the pipeline falls behind and "
+                                  "reconnect on failure; default: true for stream URLs and cameras")
+        transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport")
+        open_timeout_s: float = Field(10.0, gt=0, description="give up opening a stream after this long")
+        read_timeout_s: float = Field(5.0, gt=0, description="a stream that sends nothing this long is stalled")
+        reconnect: Reconnect = Field(default_factory=Reconnect)
+        max_decode_errors: int = Field(50, ge=1, description="undecodable packets in a row before a live "
+                                       "source reconnects")
 
     params: Params
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._reader: _Reader | None = None
+        self._reader: Reader | None = None          # used by the reader thread
+        self._decoder: Reader | None = None         # used by the decoder thread
         self._seq = 0
+        self._reconnect_requested = False
+        self.decode_errors = 0
+        #: called as on_event(state, info) on every state change of a live source
+        self.on_event: Callable[[str, dict[str, Any]], None] | None = None
+        #: set by the runtime when the run stops; interrupts backoff waits
+        self.stop_event = threading.Event()
 
     @property
     def uri(self) -> str:
         return self.params.uri
 
+    @property
+    def live(self) -> bool:  # type: ignore[override]
+        p = self.params
+        return p.live if p.live is not None else is_live_uri(p.uri)
+
     def open(self) -> None:
         uri = self.params.uri
         if not uri:
-            raise SourceError("no source given; pass --source FILE|FOLDER|testsrc://PATTERN")
-        if uri.startswith("testsrc://"):
-            self._reader = _SceneReader(uri, self.params.fps)
-        elif os.path.isdir(uri):
-            self._reader = _FolderReader(Path(uri), self.params.fps)
-        else:
-            self._reader = _VideoReader(uri, self.params.threads)
+            raise SourceError("no source given; pass --source FILE|URL|FOLDER|testsrc://PATTERN")
         self._seq = 0
+        self.decode_errors = 0
+        if uri.startswith("testsrc://"):
+            self._reader = SceneReader(uri, self.params.fps)
+        elif os.path.isdir(uri):
+            self._reader = FolderReader(Path(uri), self.params.fps)
+        elif self.live:
+            self._reader = None  # connected (and reconnected) by units()
+        else:
+            self._reader = self._open_video()
+        self._decoder = self._reader
+
+    def _open_video(self) -> VideoReader:
+        p = self.params
+        options = {"rtsp_transport": p.transport} if p.uri.lower().startswith("rtsp") else {}
+        return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options)
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        for reader in {id(r): r for r in (self._reader, self._decoder) if r is not None}.values():
+            reader.close()
+        self._reader = self._decoder = None
 
     @property
-    def total_frames(self) -> int | None:
+    def total_frames(self) -> int | None:  # type: ignore[override]
         """Frames in one pass of the source, if known (for progress bars)."""
         return None if self._reader is None or self.params.loop else self._reader.total_frames
 
@@ -79,210 +142,131 @@ class Decode(SourceStage):
     def frame_rate(self) -> float | None:
         return None if self._reader is None else self._reader.frame_rate
 
+    # reader thread ---------------------------------------------------------------------
     def units(self) -> Iterator[Any]:
-        """Compressed units in arrival order (paced to real time if ``realtime``)."""
+        """Compressed units in arrival order, ending with None (flush)."""
+        if self.live:
+            yield from self._live_units()
+        else:
+            yield from self._file_units()
+        yield None
+
+    def _file_units(self) -> Iterator[Any]:
         assert self._reader is not None, "open() first"
-        start = time.monotonic()
-        first_ts: float | None = None
+        pace = _Pacer(self.params.realtime)
         while True:
             for unit in self._reader.units():
-                if self.params.realtime:
-                    ts = self._reader.unit_time(unit)
-                    if ts is not None:
-                        first_ts = ts if first_ts is None else first_ts
-                        delay = (ts - first_ts) - (time.monotonic() - start)
-                        if delay > 0:
-                            time.sleep(delay)
+                pace.wait(self._reader.unit_time(unit))
                 yield unit
             if not self.params.loop:
-                break
+                return
             self._reader.seek_start()
             yield LOOP  # the decode step flushes the decoder and shifts timestamps
-        yield None  # end of stream: flush the decoder
 
+    def _live_units(self) -> Iterator[Any]:
+        policy = self.params.reconnect
+        failures = 0
+        first = True
+        while not self.stop_event.is_set():
+            if self._reader is None:
+                self._event("connecting", attempt=failures + 1)
+                try:
+                    reader = self._open_video()
+                except SourceError as exc:
+                    failures += 1
+                    if policy.max_attempts is not None and failures >= policy.max_attempts:
+                        self._event("gave_up", attempts=failures, reason=str(exc))
+                        raise SourceError(f"gave up on {self.params.uri} after {failures} attempts: {exc}") \
+                            from None
+                    delay = policy.delay(failures - 1)
+                    self._event("reconnecting", attempt=failures, delay_s=round(delay, 3), reason=str(exc))
+                    self.stop_event.wait(delay)
+                    continue
+                self._reader = reader
+                if not first:
+                    yield _Switch(reader)  # the decoder thread continues timestamps and drops the old one
+                first = False
+                failures = 0
+                self._event("streaming")
+            reason = "stream ended"
+            state = "ended"
+            try:
+                for unit in self._reader.units():
+                    yield unit
+                    if self._reconnect_requested or self.stop_event.is_set():
+                        break
+                if self._reconnect_requested:
+                    reason, state = f"{self.params.max_decode_errors} undecodable packets in a row", "stalled"
+            except SourceError as exc:
+                reason, state = str(exc), "stalled"
+            if self.stop_event.is_set():
+                return
+            self._reconnect_requested = False
+            self._event(state, reason=reason)
+            self._reader = None  # the decoder thread closes the old reader after the switch
+
+    def _event(self, state: str, **info: Any) -> None:
+        log.info("%s: %s %s", self.params.uri, state, info or "")
+        if self.on_event is not None:
+            self.on_event(state, info)
+
+    # decoder thread --------------------------------------------------------------------
     def decode_unit(self, unit: Any) -> list[Frame]:
-        """Frames decoded from one unit (None flushes); seq numbers are assigned here."""
-        assert self._reader is not None, "open() first"
+        """Frames decoded from one unit (None flushes); ``seq`` numbers are assigned here."""
+        if isinstance(unit, _Switch):
+            decoded = self._switch(unit.reader)
+        else:
+            reader = self._decoder
+            if reader is None:
+                return []
+            errors = reader.decode_errors
+            decoded = reader.decode(unit)
+            self.decode_errors += reader.decode_errors - errors
+            if self.live and reader.consecutive_errors >= self.params.max_decode_errors:
+                reader.consecutive_errors = 0
+                self._reconnect_requested = True
+        source = self.source_id or self.params.uri
         frames = []
-        for av_frame, image, pts, tb in self._reader.decode(unit):
+        for av_frame, image, pts, tb in decoded:
             if image is not None:
-                f = Frame.from_image(image, self.source_id or self.params.uri, self._seq, pts, tb)
+                f = Frame.from_image(image, source, self._seq, pts, tb)
             else:
-                f = Frame(source_id=self.source_id or self.params.uri, seq=self._seq, width=av_frame.width,
-                          height=av_frame.height, pts=pts, time_base=tb, av_frame=av_frame)
+                f = Frame(source_id=source, seq=self._seq, width=av_frame.width, height=av_frame.height,
+                          pts=pts, time_base=tb, av_frame=av_frame)
             self._seq += 1
             frames.append(f)
         return frames
 
-
-class _Reader:
-    total_frames: int | None = None
-    frame_rate: float | None = None
-
-    def units(self) -> Iterator[Any]:
-        raise NotImplementedError
-
-    def unit_time(self, unit: Any) -> float | None:
-        return None
-
-    def decode(self, unit: Any) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        raise NotImplementedError
-
-    def seek_start(self) -> None:
-        """Reader side of a loop: go back to the first unit."""
-
-    def after_loop(self) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        """Decoder side of a loop: flush what is buffered; later timestamps continue."""
-        return []
-
-    def close(self) -> None:
-        pass
+    def _switch(self, new: Reader) -> list:
+        old = self._decoder
+        flushed = []
+        if old is not None:
+            try:
+                flushed = old.decode(None)
+            except Exception:  # noqa: BLE001 - the old stream is gone; its buffered frames may be too
+                flushed = []
+            after = old.last_time()
+            if after is not None:
+                new.continue_after(after)
+            if old is not self._reader:
+                old.close()
+        self._decoder = new
+        return flushed
 
 
-class _VideoReader(_Reader):
-    def __init__(self, uri: str, threads: int) -> None:
-        import av
+class _Pacer:
+    """Sleeps so that units leave at their presentation times (``realtime``)."""
 
-        self.uri = uri
-        if "://" not in uri and not os.path.exists(uri):
-            raise SourceError(f"source not found: {uri}")
-        try:
-            self.container = av.open(uri, timeout=(10.0, 10.0))
-        except (av.error.FFmpegError, OSError) as exc:
-            raise SourceError(f"cannot open source {uri}: {_ffmpeg_reason(exc)}; "
-                              f"valid: a video file ({', '.join(VIDEO_SUFFIXES)}), an image folder "
-                              "or testsrc://PATTERN") from None
-        if not self.container.streams.video:
-            self.container.close()
-            raise SourceError(f"source {uri} has no video stream")
-        self.stream = self.container.streams.video[0]
-        ctx = self.stream.codec_context
-        if threads:
-            ctx.thread_count = threads
-        ctx.thread_type = "AUTO"
-        self.total_frames = self.stream.frames or None
-        rate = self.stream.average_rate or self.stream.guessed_rate
-        self.frame_rate = float(rate) if rate else None
-        self._offset = 0          # pts added after each loop
-        self._last_pts: int | None = None
-        self._step = 1
-        self.time_base = self.stream.time_base or Fraction(1, 90000)
-        if rate:
-            self._step = max(1, round(1 / (float(rate) * float(self.time_base))))
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.start = time.monotonic()
+        self.first: float | None = None
 
-    def units(self) -> Iterator[Any]:
-        import av
-
-        try:
-            for packet in self.container.demux(self.stream):
-                if packet.size == 0 and packet.pts is None:
-                    continue
-                yield packet
-        except av.error.FFmpegError as exc:
-            raise SourceError(f"read error in {self.uri}: {_ffmpeg_reason(exc)}") from None
-
-    def unit_time(self, unit: Any) -> float | None:
-        ts = unit.pts if unit.pts is not None else unit.dts
-        return None if ts is None else float(ts * self.time_base) + float(self._offset * self.time_base)
-
-    def decode(self, unit: Any) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        import av
-
-        ctx = self.stream.codec_context
-        if unit is LOOP:
-            return self.after_loop()
-        try:
-            frames = ctx.decode(unit)
-        except av.error.InvalidDataError:
-            return []  # a corrupt packet: skip to the next decodable frame
-        out = []
-        for f in frames:
-            pts = f.pts if f.pts is not None else (self._last_pts + self._step if self._last_pts is not None else 0)
-            pts += self._offset
-            if self._last_pts is not None and pts <= self._last_pts:
-                pts = self._last_pts + self._step
-            self._last_pts = pts
-            out.append((f, None, pts, self.time_base))
-        return out
-
-    def seek_start(self) -> None:
-        self.container.seek(0, stream=self.stream)
-
-    def after_loop(self) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        out = self.decode(None)
-        self.stream.codec_context.flush_buffers()
-        if self._last_pts is not None:
-            start = self.stream.start_time
-            self._offset = self._last_pts + self._step - (int(start) if start is not None else 0)
-        return out
-
-    def close(self) -> None:
-        try:
-            self.container.close()
-        except Exception:  # noqa: BLE001 - closing a broken container
-            pass
-
-
-class _FolderReader(_Reader):
-    def __init__(self, folder: Path, fps: float) -> None:
-        self.paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        if not self.paths:
-            raise SourceError(f"image folder {folder} has no images ({', '.join(IMAGE_SUFFIXES)})")
-        self.total_frames = len(self.paths)
-        self.frame_rate = fps
-        self.time_base = Fraction(1, 1000)
-        self._index = 0
-
-    def units(self) -> Iterator[Any]:
-        yield from enumerate(self.paths)
-
-    def unit_time(self, unit: Any) -> float | None:
-        return unit[0] / self.frame_rate
-
-    def decode(self, unit: Any) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        import cv2
-
-        if unit is None or unit is LOOP:
-            return []
-        image = cv2.imread(str(unit[1]), cv2.IMREAD_COLOR)
-        if image is None:
-            return []  # unreadable image: skipped like a corrupt packet
-        pts = round(self._index * 1000 / self.frame_rate)
-        self._index += 1
-        return [(None, image, pts, self.time_base)]
-
-
-
-class _SceneReader(_Reader):
-    def __init__(self, uri: str, fps: float) -> None:
-        from stages.testsrc import make_scene
-
-        self.scene, options = make_scene(uri)
-        self.frame_rate = float(options.get("fps", fps))
-        self.total_frames = options.get("frames")
-        self.time_base = Fraction(1, 1000)
-        self._index = 0
-
-    def units(self) -> Iterator[Any]:
-        limit = self.total_frames
-        i = 0
-        while limit is None or i < limit:
-            yield i
-            i += 1
-
-    def unit_time(self, unit: Any) -> float | None:
-        return unit / self.frame_rate
-
-    def decode(self, unit: Any) -> list[tuple[Any, Any, int | None, Fraction | None]]:
-        if unit is None or unit is LOOP:
-            return []
-        image, _ = self.scene.render(self._index)
-        pts = round(self._index * 1000 / self.frame_rate)
-        self._index += 1
-        return [(None, image, pts, self.time_base)]
-
-
-
-def _ffmpeg_reason(exc: BaseException) -> str:
-    text = getattr(exc, "strerror", None) or str(exc)
-    return str(text).split(":")[0] if text else type(exc).__name__
+    def wait(self, ts: float | None) -> None:
+        if not self.enabled or ts is None:
+            return
+        if self.first is None:
+            self.first = ts
+        delay = (ts - self.first) - (time.monotonic() - self.start)
+        if delay > 0:
+            time.sleep(delay)

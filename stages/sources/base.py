@@ -1,0 +1,63 @@
+"""The reader contract shared by all sources."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Iterator
+
+__all__ = ["LOOP", "Decoded", "Reader", "SourceError", "is_live_uri", "LIVE_SCHEMES"]
+
+#: unit marking the end of one pass of a looping source
+LOOP = "loop"
+#: (av.VideoFrame or None, BGR image or None, pts, time_base)
+Decoded = tuple[Any, Any, "int | None", "Fraction | None"]
+
+LIVE_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "udp", "tcp", "srt", "rtp")
+
+
+class SourceError(ValueError):
+    """A source cannot be opened or read; the message names it."""
+
+
+def is_live_uri(uri: str) -> bool:
+    """Cameras and network streams: they do not wait for the pipeline."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    return scheme in LIVE_SCHEMES or uri.startswith("/dev/video")
+
+
+class Reader:
+    """One opened source.  ``units`` runs on the reader thread, ``decode`` on the
+    decoder thread; a reader is used by at most those two threads."""
+
+    total_frames: int | None = None
+    frame_rate: float | None = None
+    time_base: Fraction = Fraction(1, 1000)
+    decode_errors: int = 0
+    consecutive_errors: int = 0
+
+    def units(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def unit_time(self, unit: Any) -> float | None:
+        """Presentation time of a unit in seconds (for real-time pacing), if known."""
+        return None
+
+    def decode(self, unit: Any) -> list[Decoded]:
+        raise NotImplementedError
+
+    def seek_start(self) -> None:
+        """Reader side of a loop: go back to the first unit."""
+
+    def after_loop(self) -> list[Decoded]:
+        """Decoder side of a loop: flush what is buffered; later timestamps continue."""
+        return []
+
+    def last_time(self) -> float | None:
+        """Time in seconds just after the last decoded frame (for continuing timestamps)."""
+        return None
+
+    def continue_after(self, seconds: float) -> None:
+        """Shift this reader's timestamps so that they start at ``seconds``."""
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,35 @@
+"""Synthetic ``testsrc://`` scenes (rendering is the "decoding")."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .base import LOOP, Decoded, Reader
+
+
+class SceneReader(Reader):
+    def __init__(self, uri: str, fps: float) -> None:
+        from stages.testsrc import make_scene
+
+        self.scene, options = make_scene(uri)
+        self.frame_rate = float(options.get("fps", fps))
+        self.total_frames = options.get("frames")
+        self._index = 0
+
+    def units(self) -> Iterator[Any]:
+        limit = self.total_frames
+        i = 0
+        while limit is None or i < limit:
+            yield i
+            i += 1
+
+    def unit_time(self, unit: Any) -> float | None:
+        return unit / self.frame_rate
+
+    def decode(self, unit: Any) -> list[Decoded]:
+        if unit is None or unit is LOOP:
+            return []
+        image, _ = self.scene.render(self._index)
+        pts = round(self._index * 1000 / self.frame_rate)
+        self._index += 1
+        return [(None, image, pts, self.time_base)]

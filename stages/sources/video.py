@@ -1,0 +1,117 @@
+"""Video containers and streams through PyAV: files, RTSP/HTTP/RTMP/UDP streams, v4l2 cameras."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from typing import Any, Iterator
+
+from .base import LOOP, Decoded, Reader, SourceError
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".gif", ".webm", ".ts", ".m4v", ".mpg", ".mpeg", ".flv")
+
+
+class VideoReader(Reader):
+    """An opened container; ``timeouts`` = (open, read) seconds, enforced by FFmpeg's
+    interrupt callback, so a server that accepts and then sends nothing cannot block."""
+
+    def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
+                 options: dict[str, str] | None = None) -> None:
+        import av
+
+        self.uri = uri
+        fmt = None
+        if uri.startswith("/dev/video"):
+            fmt = "v4l2"
+        elif "://" not in uri and not os.path.exists(uri):
+            raise SourceError(f"source not found: {uri}")
+        try:
+            self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
+        except (av.error.FFmpegError, OSError) as exc:
+            raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}; valid: a video file "
+                              f"({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
+                              "/dev/videoN, an image folder or testsrc://PATTERN") from None
+        if not self.container.streams.video:
+            self.container.close()
+            raise SourceError(f"source {uri} has no video stream")
+        self.stream = self.container.streams.video[0]
+        ctx = self.stream.codec_context
+        if threads:
+            ctx.thread_count = threads
+        ctx.thread_type = "AUTO"
+        self.total_frames = self.stream.frames or None
+        rate = self.stream.average_rate or self.stream.guessed_rate
+        self.frame_rate = float(rate) if rate else None
+        self.time_base = self.stream.time_base or Fraction(1, 90000)
+        self._offset = 0  # added to every pts after a loop or a reconnect
+        self._last_pts: int | None = None
+        self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
+
+    def units(self) -> Iterator[Any]:
+        import av
+
+        try:
+            for packet in self.container.demux(self.stream):
+                if packet.size == 0 and packet.pts is None:
+                    continue
+                yield packet
+        except av.error.FFmpegError as exc:
+            raise SourceError(f"read error in {self.uri}: {ffmpeg_reason(exc)}") from None
+
+    def unit_time(self, unit: Any) -> float | None:
+        ts = unit.pts if unit.pts is not None else unit.dts
+        return None if ts is None else float((ts + self._offset) * self.time_base)
+
+    def decode(self, unit: Any) -> list[Decoded]:
+        import av
+
+        if unit is LOOP:
+            return self.after_loop()
+        try:
+            frames = self.stream.codec_context.decode(unit)
+        except av.error.FFmpegError:
+            # a corrupt packet or a missing reference: skip to the next decodable frame
+            self.decode_errors += 1
+            self.consecutive_errors += 1
+            return []
+        if frames:
+            self.consecutive_errors = 0
+        out = []
+        for f in frames:
+            pts = f.pts if f.pts is not None else (self._last_pts + self._step - self._offset
+                                                   if self._last_pts is not None else 0)
+            pts += self._offset
+            if self._last_pts is not None and pts <= self._last_pts:
+                pts = self._last_pts + self._step
+            self._last_pts = pts
+            out.append((f, None, pts, self.time_base))
+        return out
+
+    def seek_start(self) -> None:
+        self.container.seek(0, stream=self.stream)
+
+    def after_loop(self) -> list[Decoded]:
+        out = self.decode(None)
+        self.stream.codec_context.flush_buffers()
+        if self._last_pts is not None:
+            start = self.stream.start_time
+            self._offset = self._last_pts + self._step - (int(start) if start is not None else 0)
+        return out
+
+    def last_time(self) -> float | None:
+        return None if self._last_pts is None else float((self._last_pts + self._step) * self.time_base)
+
+    def continue_after(self, seconds: float) -> None:
+        start = self.stream.start_time
+        self._offset = round(seconds / float(self.time_base)) - (int(start) if start is not None else 0)
+
+    def close(self) -> None:
+        try:
+            self.container.close()
+        except Exception:  # noqa: BLE001 - closing a broken container
+            pass
+
+
+def ffmpeg_reason(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or str(exc)
+    return str(text).split(":")[0] if text else type(exc).__name__

@@ -1,0 +1,154 @@
+"""Stopping ``vapipe run`` from outside (SIGTERM, SIGINT) and by a failing stage.
+
+Contract checked here (from pipeline/runtime.py and stages/encode.py):
+
+* A first SIGTERM/SIGINT stops reading; the frames already decoded or in
+  flight in inference stages are finished and pass every stage; then the
+  stages are closed (the encoder is flushed, the JSONL flushed) and the
+  process exits 0 with ``stopped_by_signal`` in the summary.
+* ``faces`` runs ``encode`` and then ``metadata`` on the same frame in one
+  call chain, so after a clean stop the MP4 holds exactly as many frames as
+  the JSONL has records, and both hold the frames ``0..N-1`` without gaps.
+* A stage failing with ``on_error: stop`` aborts the run with exit 1 and one
+  line on stderr naming that stage; the frames that got through before it are
+  in a playable MP4 and in the JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 56 frames, 480x270
+NAME = "head-pose-face-detection-female-and-male"
+START_DEADLINE_S = 90.0   # generous: model compilation on a loaded machine
+STOP_DEADLINE_S = 15.0
+
+
+@pytest.fixture
+def cli_env(models_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["VAPIPE_MODELS_DIR"] = str(models_dir)
+    return env
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return f.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _decode_all(path: Path) -> list:
+    import av
+
+    assert path.is_file(), f"{path} was not written"
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = list(container.decode(stream))
+    assert frames, f"{path} has no decodable frames"
+    return frames
+
+
+def _records(path: Path) -> list[dict]:
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n"), "the last JSONL line is cut off"
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_stops_a_looping_run_cleanly(cli_env, tmp_path: Path, videos_dir: Path, signum: int) -> None:
+    out = tmp_path / "out"
+    jsonl, mp4 = out / f"{NAME}.jsonl", out / f"{NAME}.mp4"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "faces", "--source", str(videos_dir / HEAD_POSE_GIF),
+         "--set", "decode.loop=true", "--output", str(out), "--json"],
+        cwd=ROOT, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # wait until the clip has looped at least once (it never ends by itself)
+        deadline = time.monotonic() + START_DEADLINE_S
+        while _count_lines(jsonl) <= 60:
+            assert proc.poll() is None, f"run ended by itself (exit {proc.returncode}): {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "no output from the running pipeline"
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=STOP_DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "stopping" in stderr
+    assert "error" not in stderr.lower(), stderr
+    summary = json.loads(stdout)
+    assert summary["stopped_by_signal"] is True
+    assert summary["error"] is None
+    written = summary["sources"][0]["frames"]
+    assert written > 60
+
+    records = _records(jsonl)  # every line is complete JSON
+    frames = _decode_all(mp4)  # the file was finalised: every frame decodes
+    assert [r["seq"] for r in records] == list(range(written))
+    assert len(frames) == len(records)
+    times = [f.pts * f.time_base for f in frames]
+    assert all(b > a for a, b in zip(times, times[1:])), "timestamps must keep increasing across loops"
+    pts = [r["pts_time"] for r in records]
+    assert all(b > a for a, b in zip(pts, pts[1:])), "source time keeps increasing across loops"
+
+
+FAILING = """\
+pipelines:
+  failing:
+    description: faces, then a stage that fails on frame 20
+    stages:
+      - name: decode
+        type: decode
+      - name: face_detect
+        type: detect
+        params:
+          model: mediapipe/face_detection_short_range
+          decoder: blazeface
+      - name: fail
+        type: "pipeline.testing:Fail"
+        on_error: stop
+        params:
+          every: 20
+      - name: encode
+        type: encode
+      - name: metadata
+        type: metadata
+"""
+
+
+def test_stage_failure_mid_run_keeps_a_playable_mp4(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    cfg = tmp_path / "pipelines.yaml"
+    cfg.write_text(FAILING, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "failing", "--config", str(cfg),
+         "--source", str(videos_dir / HEAD_POSE_GIF), "--output", str(out), "--no-progress"],
+        cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    # the failing stage is named, not the inference stage whose results it was handed
+    assert lines[0].startswith("vapipe: error: stage 'fail' "), lines[0]
+    assert "planned failure on frame 19" in lines[0]
+
+    records = _records(out / f"{NAME}.jsonl")
+    frames = _decode_all(out / f"{NAME}.mp4")
+    assert [r["seq"] for r in records] == list(range(19))  # frames 0..18 got through
+    assert len(frames) == 19
+    assert all(f.width == 480 and f.height == 270 for f in frames)
