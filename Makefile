@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VAPIPE := $(VENV)/bin/vapipe
 DEMO_OUT ?= demo-output
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench soak setup clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,16 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest
 
-# Side-by-side speed benchmark (slow; not part of `make test`).
+# Side-by-side speed benchmark (slow; not part of `make test`): `vapipe bench` for persons
+# (1 and 4 cameras) and faces on 1080p clips; tables on stdout, bench.json/bench.png in bench-output/.
 bench: $(VENV)/.installed
-	$(PY) -m tests.bench.persons_speed
+	$(PY) -m tests.bench.speed --out bench-output
+
+# 4 cameras (2 RTSP from tests/live/rtsp_server.py, 2 looping files) for SOAK_MINUTES, one RTSP
+# camera dropped every minute; prints RSS, its slope, threads, frames and drops per camera.
+SOAK_MINUTES ?= 10
+soak: $(VENV)/.installed
+	$(PY) -m tests.bench.soak --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) output

@@ -223,7 +223,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
-    from .config import apply_overrides, load_config
+    from .config import apply_overrides, load_config, validate_pipeline
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline
 
@@ -241,6 +241,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
 
         spec = apply_override_file(spec, args.overrides)
     spec = apply_overrides(spec, sets)
+    validate_pipeline(spec, config_path, check_files=True)  # model files of this pipeline, before anything runs
     graph = build_graph(spec, config_path)
     if args.max_frames is not None and args.max_frames < 1:
         raise CliError(f"--max-frames must be >= 1, got {args.max_frames}")

@@ -110,6 +110,8 @@ def parse_config(text: str, path: str = "<string>", check_files: bool = True) ->
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - explicit tags the constructor cannot convert (!!int abc, !!bool x)
+        raise ConfigError(f"{path}: invalid YAML value: {type(exc).__name__}: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("pipelines"), dict):
         raise ConfigError(f"{path}: expected a mapping with key 'pipelines: {{NAME: {{description, stages}}}}'")
     pipelines: dict[str, PipelineSpec] = {}
@@ -223,6 +225,8 @@ def load_override_file(path: str | Path) -> dict[str, dict[str, Any]]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else str(p)
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - as in parse_config: !!int abc, nesting too deep
+        raise ConfigError(f"{p}: invalid YAML value: {type(exc).__name__}: {exc}") from None
     raw = {} if raw is None else raw
     if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
         raise ConfigError(f"{p}: expected a mapping {{STAGE: {{PARAM: VALUE}}}}")

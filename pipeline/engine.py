@@ -81,6 +81,7 @@ class Job:
         self.postprocess = postprocess
         self.result: Any = None
         self.done = False
+        self.error: BaseException | None = None
 
 
 class RequestPool:
@@ -123,6 +124,8 @@ class RequestPool:
     def finish(self, job: Job) -> Any:
         """Wait for ``job`` and return its post-processed result."""
         if job.done:
+            if job.error is not None:
+                raise job.error
             return job.result
         request = job.request
         request.wait()
@@ -132,6 +135,10 @@ class RequestPool:
         try:
             outputs = [request.get_output_tensor(i).data for i in range(len(self.model.output_names))]
             job.result = job.postprocess(outputs)
+        except (ValueError, IndexError) as exc:
+            # outputs the decoder cannot read (a model of another family): say which model
+            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
+            raise job.error from exc
         finally:
             self._idle.append(request)
         return job.result
@@ -141,8 +148,16 @@ class RequestPool:
         return self.finish(self.start(image, postprocess))
 
     def drain(self) -> None:
+        """Finish every job in flight (on close): a job whose post-processing fails keeps
+        its error for whoever asks for its result; the other jobs still finish."""
         while self._inflight:
-            self.finish(self._inflight[0])
+            job = self._inflight[0]
+            try:
+                self.finish(job)
+            except Exception:  # noqa: BLE001 - stored on the job (or the request is gone)
+                if self._inflight and self._inflight[0] is job:
+                    self._inflight.popleft()
+                    job.done = True
 
     @property
     def busy(self) -> int:
@@ -179,6 +194,11 @@ class Engine:
         """Read, add preprocessing to, and compile a model (cached per arguments)."""
         path = Path(path)
         validate_device(device)
+        from .devices import unavailable_reason
+
+        missing = unavailable_reason(self.core, device)
+        if missing:
+            raise EngineError(missing)  # e.g. "device GPU not available; available: CPU"
         if hint not in HINTS:
             raise EngineError(f"unknown performance hint {hint!r}; valid: {', '.join(HINTS)}")
         merged = {**self.default_config, **(config or {})}
@@ -198,6 +218,7 @@ class Engine:
 
         if not path.is_file():
             raise EngineError(f"model file not found: {path}")
+        _check_model_file(path)
         try:
             model = self.core.read_model(str(path))
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
@@ -218,9 +239,15 @@ class Engine:
             h = spec.size[0] if h < 0 else h
             w = spec.size[1] if w < 0 else w
         if h < 0 or (w < 0 and (spec.size is None or spec.size[1] != -1)):
-            raise EngineError(f"model {path} has a dynamic input size {pshape}; the stage must give its input size")
+            raise EngineError(f"model {path} has a dynamic input size {pshape} and this stage's decoder sets none; "
+                              "expected a model with a fixed input height and width")
         # The host passes u8 NHWC; everything else happens inside the compiled model.
-        model.reshape({inp.get_any_name(): [1, 3, h, w] if layout == "NCHW" else [1, h, w, 3]})
+        shape = [1, 3, h, w] if layout == "NCHW" else [1, h, w, 3]
+        try:
+            model.reshape({inp.get_any_name(): shape})
+        except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
+            raise EngineError(f"model {path} cannot take the input size this stage's decoder gives "
+                              f"({shape}, {layout}): {_ov_reason(exc)}") from None
         ppp = PrePostProcessor(model)
         ti = ppp.input()
         colors = {"BGR": ColorFormat.BGR, "RGB": ColorFormat.RGB}
@@ -249,6 +276,11 @@ class Engine:
             ppp.output(i).tensor().set_element_type(ov.Type.f32)
         model = ppp.build()
         props: dict[str, Any] = {"PERFORMANCE_HINT": hint, **config}
+        if device.upper().startswith("MULTI") or hint == "CUMULATIVE_THROUGHPUT":
+            # OpenVINO 2026.4: MULTI models (also AUTO with CUMULATIVE_THROUGHPUT) imported from
+            # CACHE_DIR lose their output names ("Can not find port: Identity" on
+            # create_infer_request); compile them uncached.
+            props.setdefault("CACHE_DIR", "")
         try:
             compiled = self.core.compile_model(model, device, props)
         except Exception as exc:  # noqa: BLE001
@@ -262,12 +294,39 @@ class Engine:
                            input_hw=(h, w), output_names=names, optimal_requests=optimal, metadata=metadata)
 
 
+#: model file suffixes OpenVINO reads, and the front end that must accept them
+MODEL_FORMATS = {".xml": "ir", ".onnx": "onnx", ".tflite": "tflite", ".pb": "tf", ".pdmodel": "paddle"}
+
+
+def _check_model_file(path: Path) -> None:
+    """Reject files that are not models before ``read_model`` tries every front end on them
+    (the TensorFlow one prints parse errors of its own on stderr)."""
+    framework = MODEL_FORMATS.get(path.suffix.lower())
+    if framework is None:
+        raise EngineError(f"model {path}: unknown model format {path.suffix or '(no suffix)'!r}; expected "
+                          f"{', '.join(MODEL_FORMATS)}")
+    if framework not in ("onnx", "tflite"):
+        return
+    try:
+        from openvino.frontend import FrontEndManager
+
+        ok = FrontEndManager().load_by_framework(framework).supported(str(path))
+    except Exception:  # noqa: BLE001 - cannot tell: read_model decides
+        return
+    if not ok:
+        raise EngineError(f"model {path} is not a valid {'ONNX' if framework == 'onnx' else 'TensorFlow Lite'} "
+                          "model file")
+
+
 def _ov_reason(exc: BaseException) -> str:
     """The informative line of an OpenVINO exception (they start with source locations)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
               and "src/" not in ln]
-    return (useful or lines or [type(exc).__name__])[0][:300]
+    useful = useful or lines or [type(exc).__name__]
+    # "FrontEnd API failed with OpConversionFailure:" says why on the next line
+    reason = " ".join(useful[:2]) if useful[0].endswith(":") else useful[0]
+    return reason[:300]
 
 
 def _onnx_metadata(model: Any) -> dict[str, str]:

@@ -210,9 +210,11 @@ class Frame:
         self._resized[key] = out
         return out
 
-    def warped(self, matrix: np.ndarray, width: int, height: int, fmt: str = "bgr24") -> np.ndarray:
+    def warped(self, matrix: np.ndarray, width: int, height: int, fmt: str = "bgr24",
+               border: str = "constant") -> np.ndarray:
         """The frame mapped through the 2x3 affine ``matrix`` (source pixels -> output
-        pixels, OpenCV convention) into a (height, width) image, bilinear, black outside.
+        pixels, OpenCV convention) into a (height, width) image, bilinear; outside the
+        frame black (``border="constant"``) or the nearest edge pixel (``"replicate"``).
 
         From a planar YUV 4:2:0 decoder frame each plane is warped on its own
         (the chroma planes with the matrix adjusted to their half resolution), so
@@ -221,10 +223,13 @@ class Frame:
         if fmt not in PIXEL_FORMATS:
             raise ValueError(f"unknown pixel format {fmt!r}; valid: {', '.join(PIXEL_FORMATS)}")
         m = np.asarray(matrix, np.float64).reshape(2, 3)
+        if border not in ("constant", "replicate"):
+            raise ValueError(f"unknown border {border!r}; valid: constant, replicate")
+        mode = cv2.BORDER_CONSTANT if border == "constant" else cv2.BORDER_REPLICATE
         av_frame = self.av_frame
         if self._image is None and av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p"):
             full = av_frame.format.name == "yuvj420p"
-            flags = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+            flags = dict(flags=cv2.INTER_LINEAR, borderMode=mode)
             y = cv2.warpAffine(plane_array(av_frame.planes[0], av_frame.width), m, (width, height),
                                borderValue=0 if full else 16, **flags)
             if fmt == "gray":
@@ -239,7 +244,7 @@ class Frame:
             v = cv2.warpAffine(plane_array(av_frame.planes[2], cw), mc, (width, height), borderValue=128, **flags)
             return _ycrcb_to(y, u, v, full, fmt)
         out = cv2.warpAffine(self.image(), m, (width, height), flags=cv2.INTER_LINEAR,
-                             borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+                             borderMode=mode, borderValue=(0, 0, 0))
         if fmt == "rgb24":
             return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
         if fmt == "gray":

@@ -25,8 +25,7 @@ import signal
 import sys
 import threading
 import time
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,6 +62,7 @@ class RunOptions:
     # +20-30 % FPS on the 1080p persons benchmark (2 cores).
     switch_interval_s: float | None = 0.0005
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
+    cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
 
 
 class GraphExecutor:
@@ -220,10 +220,22 @@ class _Camera:
         self.needs_image = any(st.needs_image for st in self.stages.values())
         self.stats = SourceStats(source_id)
         self.halt_reading = threading.Event()
-        self.units = BoundedQueue(opts.queue_size, "drop_oldest" if getattr(self.source, "live", False) else "block",
-                                  self.halt_reading)
-        self.frames = BoundedQueue(max(2, opts.queue_size // 2), "block", abort)
+        self.live = bool(getattr(self.source, "live", False))
+        if self.live:
+            # A camera does not wait: packets queue generously (dropping packets breaks
+            # decoding until the next keyframe), decoded frames keep only the newest.
+            self.units = BoundedQueue(256, "drop_oldest", self.halt_reading)
+            self.frames = BoundedQueue(2, "drop_oldest", abort)
+        else:
+            self.units = BoundedQueue(opts.queue_size, "block", self.halt_reading)
+            self.frames = BoundedQueue(max(2, opts.queue_size // 2), "block", abort)
+        if hasattr(self.source, "on_event"):
+            self.source.on_event = self._on_source_event
+        if hasattr(self.source, "stop_event"):
+            self.source.stop_event = self.halt_reading
         self._error_seen: set[str] = set()
+        self._down_since: float | None = None
+        self.multi_camera = False
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
@@ -233,11 +245,11 @@ class _Camera:
         text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{exc}"
         if policy == "skip":
             self.stats.skipped_errors += 1
-            key = f"{stage_name}:{type(exc).__name__}:{exc}"
-            if key not in self._error_seen:
+            key = f"{stage_name}:{type(exc).__name__}"
+            if key not in self._error_seen:  # once per stage and kind of error; the rest are counted
                 self._error_seen.add(key)
-                log.warning("%s (frame skipped; further identical errors are counted)\n%s", text,
-                            "".join(traceback.format_exception(exc)))
+                log.warning("%s (frame skipped; further %s errors of this stage are counted)", text,
+                            type(exc).__name__, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
             return True
         if policy == "restart":
             self.stats.skipped_errors += 1
@@ -270,9 +282,13 @@ class _Camera:
                 log.error("closing stage %r on %r failed: %s", name, self.source_id, exc)
 
     def _take(self, frame: Frame) -> bool:
-        """Count a decoded frame; False once ``max_frames`` is reached."""
+        """Count a decoded frame; False once ``max_frames`` is reached.
+
+        Frames a live source dropped (pipeline behind) do not count: ``max_frames`` is
+        the number of frames that go through the stages.
+        """
         limit = self.opts.max_frames
-        if limit is not None and self.stats.decoded >= limit:
+        if limit is not None and self.stats.decoded - self.frames.dropped >= limit:
             self.halt_reading.set()
             return False
         self.stats.decoded += 1
@@ -393,6 +409,26 @@ class _Camera:
     def _output(self, frame: Frame) -> None:
         self.stats.frame_out(frame.captured_ns)
 
+    def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
+        """A live source changed state: count it, log it, and write it to the sinks."""
+        with self.stats.lock:
+            self.stats.events[state] = self.stats.events.get(state, 0) + 1
+            if state == "streaming" and self._down_since is not None:  # also when the first retry worked
+                self.stats.reconnect_s.append(time.monotonic() - self._down_since)
+                self._down_since = None
+            elif state in ("stalled", "ended") and self._down_since is None:
+                self._down_since = time.monotonic()
+        level = logging.WARNING if state in ("stalled", "gave_up", "reconnecting") else logging.INFO
+        log.log(level, "source %r: %s%s", self.source_id, state,
+                "".join(f", {k}={v}" for k, v in info.items()))
+        for st in self.stages.values():
+            write = getattr(st, "write_event", None)
+            if write is not None:
+                try:
+                    write(state, **info)
+                except Exception as exc:  # noqa: BLE001 - an event must never stop a camera
+                    log.debug("writing event to %s failed: %s", st.name, exc)
+
     def _fail(self, exc: BaseException, where: str) -> None:
         if isinstance(exc, StageFailure):
             msg = str(exc)
@@ -401,6 +437,11 @@ class _Camera:
         if self.stats.error is None:
             self.stats.error = msg
         log.debug("failure in %s of %s", where, self.source_id, exc_info=exc)
+        if where in ("source", "decoder") and self.multi_camera:
+            # one camera's source failing does not stop the others; the run still reports it
+            log.error("source %r stopped: %s", self.source_id, msg)
+            self.halt_reading.set()
+            return
         self.report_failure(msg)
 
     def threads(self) -> list[threading.Thread]:
@@ -448,16 +489,23 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             failures.append(msg)
         abort.set()
 
+    from .threads import apply_global, plan_for_graph, plan_overrides
+
+    plan = plan_for_graph(graph, len(sources), opts.cores, opts.overrides)  # user-set values win
+    opts = replace(opts, overrides=plan_overrides(plan, graph, opts.overrides))
     stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
     started = time.monotonic()
     cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure)
                for uri, sid in zip(sources, source_ids(sources))]
+    for cam in cameras:
+        cam.multi_camera = len(cameras) > 1
     signalled = threading.Event()
     restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
     threads: list[threading.Thread] = []
     old_interval = sys.getswitchinterval()
     if opts.switch_interval_s:
         sys.setswitchinterval(opts.switch_interval_s)
+    restore_threads = apply_global(plan)
     try:
         for cam in cameras:
             try:
@@ -494,10 +542,12 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             t.join(timeout=opts.stop_deadline_s)
         for c in cameras:
             c.close()
-            c.stats.dropped += c.units.dropped
+            c.stats.dropped += c.units.dropped + c.frames.dropped
+            c.stats.decode_errors = getattr(c.source, "decode_errors", 0)
         if restore is not None:
             restore()
         sys.setswitchinterval(old_interval)
+        restore_threads()
     outputs: list[str] = []
     for c in cameras:
         for st in c.stages.values():
@@ -506,8 +556,9 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                 outputs.append(str(path))
     return RunSummary(pipeline=graph.spec.name, mode="sync" if opts.sync else "async",
                       sources=[c.stats for c in cameras], stages=stage_stats,
-                      wall_s=time.monotonic() - started, error=failures[0] if failures else None,
-                      stopped_by_signal=signalled.is_set(), outputs=outputs)
+                      wall_s=time.monotonic() - started,
+                      error=(failures or [c.stats.error for c in cameras if c.stats.error] or [None])[0],
+                      stopped_by_signal=signalled.is_set(), outputs=outputs, threads=plan.summary())
 
 
 def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:

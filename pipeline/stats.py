@@ -106,6 +106,17 @@ class RunSummary:
             lat = s.latency.summary()
             lines.append(f"{_short(s.source, 40):<40} {s.processed:>7} {s.fps:>8.1f} {s.dropped:>8} "
                          f"{lat['p95_ms']:>11.1f}")
+            notes = []
+            if s.decode_errors or s.skipped_errors:
+                notes.append(f"decode errors {s.decode_errors}, frames skipped on stage errors {s.skipped_errors}")
+            if s.events:
+                notes.append("events " + ", ".join(f"{k} {v}" for k, v in s.events.items()))
+            if s.reconnect_s:
+                notes.append(f"reconnected {len(s.reconnect_s)}x (down {min(s.reconnect_s):.1f}-"
+                             f"{max(s.reconnect_s):.1f} s)")
+            if s.error:
+                notes.append(f"error: {s.error}")
+            lines.extend(f"  {n}" for n in notes)
         lines.append(f"{'stage':<40} {'frames':>7} {'mean ms':>8} {'p95 ms':>8}")
         for name, st in self.stages.items():
             sm = st.summary()

@@ -27,8 +27,8 @@ class InferParams(Params):
         return validate_device(value)
 
 
-def make_adapter(kind: str, decoder: str, options: dict[str, Any], base: type) -> Any:
-    """Instantiate the registered adapter ``decoder``; errors name the valid choices."""
+def adapter_class(kind: str, decoder: str, base: type) -> type:
+    """The registered adapter class ``decoder`` of family ``base``; errors name the valid choices."""
     from stages.models import DECODERS, load_adapters
 
     load_adapters()
@@ -36,6 +36,12 @@ def make_adapter(kind: str, decoder: str, options: dict[str, Any], base: type) -
     if cls is None or not issubclass(cls, base):
         valid = sorted(n for n, c in DECODERS.items() if issubclass(c, base))
         raise ValueError(f"unknown {kind} decoder {decoder!r}; valid: {', '.join(valid)}")
+    return cls
+
+
+def make_adapter(kind: str, decoder: str, options: dict[str, Any], base: type) -> Any:
+    """Instantiate the registered adapter ``decoder``; errors name the valid choices."""
+    cls = adapter_class(kind, decoder, base)
     try:
         return cls(**options)
     except TypeError as exc:

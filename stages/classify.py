@@ -10,24 +10,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
 from pipeline.frame import Frame
 from pipeline.stage import InferStage
 
-from ._infer_common import InferParams, make_adapter
+from ._infer_common import InferParams, adapter_class, make_adapter
 from .models.base import RoiAdapter
 
 
 class Classify(InferStage):
     """Runs a model on the crop of every object whose label is in ``on``."""
 
-    needs_image = True
+    @property
+    def needs_image(self) -> bool:  # type: ignore[override]
+        """Whether crops are cut from full-size BGR pixels (the adapter says; default yes)."""
+        from stages.models import DECODERS, load_adapters
+
+        load_adapters()
+        return bool(getattr(DECODERS.get(self.params.decoder), "needs_image", True))
 
     class Params(InferParams):
         on: list[str] = Field(description="object labels to run on, e.g. [face]")
         max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")
+
+        @field_validator("decoder")
+        @classmethod
+        def _known_decoder(cls, value: str) -> str:
+            adapter_class("region", value, RoiAdapter)
+            return value
 
     params: Params
 

@@ -164,9 +164,7 @@ class Decode(SourceStage):
             yield LOOP  # the decode step flushes the decoder and shifts timestamps
 
     def _live_units(self) -> Iterator[Any]:
-        policy = self.params.reconnect
-        failures = 0
-        first = True
+        failures = 0  # attempts in a row that brought no media
         while not self.stop_event.is_set():
             if self._reader is None:
                 self._event("connecting", attempt=failures + 1)
@@ -174,24 +172,23 @@ class Decode(SourceStage):
                     reader = self._open_video()
                 except SourceError as exc:
                     failures += 1
-                    if policy.max_attempts is not None and failures >= policy.max_attempts:
-                        self._event("gave_up", attempts=failures, reason=str(exc))
-                        raise SourceError(f"gave up on {self.params.uri} after {failures} attempts: {exc}") \
-                            from None
-                    delay = policy.delay(failures - 1)
-                    self._event("reconnecting", attempt=failures, delay_s=round(delay, 3), reason=str(exc))
-                    self.stop_event.wait(delay)
+                    self._retry_or_give_up(failures, str(exc))
                     continue
                 self._reader = reader
-                if not first:
-                    yield _Switch(reader)  # the decoder thread continues timestamps and drops the old one
-                first = False
-                failures = 0
-                self._event("streaming")
+                # The decoder thread starts using the new reader here (on a reconnect it also
+                # continues the timestamps and closes the old one).
+                yield _Switch(reader)
             reason = "stream ended"
             state = "ended"
+            streaming = False
             try:
                 for unit in self._reader.units():
+                    if not streaming:
+                        # A camera is back when media arrives, not when the handshake succeeds: a
+                        # server that answers and then sends nothing must back off and give up.
+                        streaming = True
+                        failures = 0
+                        self._event("streaming")
                     yield unit
                     if self._reconnect_requested or self.stop_event.is_set():
                         break
@@ -202,8 +199,22 @@ class Decode(SourceStage):
             if self.stop_event.is_set():
                 return
             self._reconnect_requested = False
-            self._event(state, reason=reason)
             self._reader = None  # the decoder thread closes the old reader after the switch
+            if not streaming:
+                failures += 1
+                self._retry_or_give_up(failures, f"no media after opening: {reason}")
+                continue
+            self._event(state, reason=reason)
+
+    def _retry_or_give_up(self, failures: int, reason: str) -> None:
+        """After a failed attempt: wait the backoff delay, or raise once max_attempts is reached."""
+        policy = self.params.reconnect
+        if policy.max_attempts is not None and failures >= policy.max_attempts:
+            self._event("gave_up", attempts=failures, reason=reason)
+            raise SourceError(f"gave up on {self.params.uri} after {failures} attempts: {reason}")
+        delay = policy.delay(failures - 1)
+        self._event("reconnecting", attempt=failures, delay_s=round(delay, 3), reason=reason)
+        self.stop_event.wait(delay)
 
     def _event(self, state: str, **info: Any) -> None:
         log.info("%s: %s %s", self.params.uri, state, info or "")

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
 from pipeline.frame import Detections, Frame
 from pipeline.stage import InferStage
 
-from ._infer_common import InferParams, make_adapter
+from ._infer_common import InferParams, adapter_class, make_adapter
 from .models.base import DetectorAdapter, Letterbox
 
 log = logging.getLogger("vapipe.detect")
@@ -35,6 +35,12 @@ class Detect(InferStage):
             "auto", description="where the frame is scaled to the model's input: host (from the decoder's planes "
             "or the converted image), engine (full-size uint8 frame, resized inside the compiled model), or auto "
             "(both measured on the first frame of each size; the faster is kept)")
+
+        @field_validator("decoder")
+        @classmethod
+        def _known_decoder(cls, value: str) -> str:
+            adapter_class("detector", value, DetectorAdapter)
+            return value
 
     params: Params
 

@@ -114,6 +114,8 @@ class RoiAdapter:
     """
 
     input_spec: ClassVar[InputSpec] = InputSpec()
+    #: False if ``prepare`` cuts crops with ``Frame.warped``/``resized`` (no full-size conversion)
+    needs_image: ClassVar[bool] = True
 
     def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
         raise NotImplementedError

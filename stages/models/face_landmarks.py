@@ -72,6 +72,7 @@ class FaceLandmarks(RoiAdapter):
     ``attributes["face_presence"]`` (float) into face objects."""
 
     input_spec: ClassVar[InputSpec] = InputSpec(host_color="BGR", model_color="RGB", mean=None, scale=(255.0,) * 3)
+    needs_image: ClassVar[bool] = False  # crops are warped straight from the decoder's planes
 
     def __init__(self, roi_scale: float = _ROI_SCALE, presence_threshold: float = 0.5) -> None:
         if roi_scale <= 0:
@@ -82,11 +83,13 @@ class FaceLandmarks(RoiAdapter):
         self.presence_threshold = float(presence_threshold)
 
     def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
-        """BGR crop (H, W, 3) of the face's ROI; context: the crop-to-source affine (2, 3)."""
+        """Crop (H, W, 3) of the face's ROI in ``input_spec.host_color`` order, warped straight
+        from the decoder's planes when the frame has not been converted; context: the
+        crop-to-source affine (2, 3)."""
         kps = dets.keypoints[i]
         warp = roi_warp(*face_roi(dets.xyxy[i], kps, self.roi_scale), input_hw)
-        crop = cv2.warpAffine(frame.image(), warp, (input_hw[1], input_hw[0]),
-                              flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+        fmt = "rgb24" if self.input_spec.host_color == "RGB" else "bgr24"
+        crop = frame.warped(cv2.invertAffineTransform(warp), input_hw[1], input_hw[0], fmt, border="replicate")
         return crop, warp
 
     def decode(self, outputs: list[np.ndarray], context: Any) -> FaceMesh:

@@ -12,6 +12,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 class FolderReader(Reader):
     def __init__(self, folder: Path, fps: float) -> None:
+        self.folder = folder
         self.paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not self.paths:
             raise SourceError(f"image folder {folder} has no images ({', '.join(IMAGE_SUFFIXES)})")
@@ -26,14 +27,31 @@ class FolderReader(Reader):
         return unit[0] / self.frame_rate
 
     def decode(self, unit: Any) -> list[Decoded]:
-        import cv2
-
-        if unit is None or unit is LOOP:
+        if unit is LOOP:
             return []
-        image = cv2.imread(str(unit[1]), cv2.IMREAD_COLOR)
-        if image is None:  # unreadable image: skipped like a corrupt packet
+        if unit is None:
+            if self._index == 0 and self.decode_errors:
+                raise SourceError(f"image folder {self.folder}: none of its {len(self.paths)} images could be read")
+            return []
+        image = _read_image(unit[1])
+        if image is None:  # unreadable image: skipped like a corrupt packet, and counted
             self.decode_errors += 1
             return []
         pts = round(self._index * 1000 / self.frame_rate)
         self._index += 1
         return [(None, image, pts, self.time_base)]
+
+
+def _read_image(path: Path) -> Any:
+    """BGR image, or None if the file is unreadable or cut short (a JPEG without its
+    end-of-image marker would otherwise decode to a half-grey picture)."""
+    import cv2
+    import numpy as np
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if path.suffix.lower() in (".jpg", ".jpeg") and not data.rstrip(b"\0").endswith(b"\xff\xd9"):
+        return None
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None

@@ -36,6 +36,11 @@ class VideoReader(Reader):
             raise SourceError(f"source {uri} has no video stream")
         self.stream = self.container.streams.video[0]
         ctx = self.stream.codec_context
+        if "://" in uri and not ctx.width:
+            # FFmpeg ends stream probing at the open timeout without an error; a stream that
+            # completed the handshake but sent no picture in that time did not open.
+            self.container.close()
+            raise SourceError(f"cannot open source {uri}: no video within the open timeout")
         if threads:
             ctx.thread_count = threads
         ctx.thread_type = "AUTO"
@@ -78,6 +83,10 @@ class VideoReader(Reader):
             self.consecutive_errors = 0
         out = []
         for f in frames:
+            if getattr(f, "is_corrupt", False):
+                # FFmpeg concealed damaged data (corrupt slices, missing references): the frame
+                # is passed on, and counted as a decode error
+                self.decode_errors += 1
             pts = f.pts if f.pts is not None else (self._last_pts + self._step - self._offset
                                                    if self._last_pts is not None else 0)
             pts += self._offset

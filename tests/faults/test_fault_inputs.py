@@ -1,0 +1,191 @@
+"""Damaged and wrong inputs through the real command line.
+
+Every case ends within a timeout with either a normal run whose damage is
+counted (``decode_errors`` in the summary) or exit != 0 and one line on
+stderr naming what is wrong; never a traceback.
+
+Decisions:
+
+* A truncated MP4 whose index ('moov') comes first is a normal run: every
+  frame before the cut is processed, the outputs are complete, exit 0.  One
+  whose index was cut off cannot be opened: one line naming the file, exit 1.
+* Damaged data in the middle of a video is concealed by the decoder: the
+  affected frames are still passed on and counted as ``decode_errors``; frames
+  after the damage are processed normally.
+* An unreadable image in a folder is skipped and counted as a decode error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .helpers import (CAR_CLIP, CAR_FRAMES, BOTTLE_CLIP, HEAD_POSE_GIF, cli_env, copy_clip, corrupted_copy,
+                      one_error_line, read_jsonl, succeeded, summary, truncated_copy, vapipe, video_frames)
+
+
+@pytest.fixture
+def env(models_dir: Path) -> dict[str, str]:
+    return cli_env(models_dir)
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory: pytest.TempPathFactory, videos_dir: Path) -> Path:
+    """The first five frames of the car clip as JPEG files."""
+    import av
+    import cv2
+
+    folder = tmp_path_factory.mktemp("images")
+    with av.open(str(videos_dir / CAR_CLIP)) as container:
+        for i, frame in enumerate(container.decode(video=0)):
+            if i == 5:
+                break
+            cv2.imwrite(str(folder / f"frame_{i:03d}.jpg"), frame.to_ndarray(format="bgr24"))
+    return folder
+
+
+def with_bad_image(good: Path, dst: Path, name: str, data: bytes) -> Path:
+    """A copy of the folder ``good`` plus one unreadable image ``name`` (sorted among the good ones)."""
+    dst.mkdir()
+    for f in good.iterdir():
+        shutil.copyfile(f, dst / f.name)
+    (dst / name).write_bytes(data)
+    return dst
+
+
+# videos ---------------------------------------------------------------------------------------
+def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path, videos_dir: Path) -> None:
+    clip = truncated_copy(videos_dir / CAR_CLIP, tmp_path / "cut.mp4", 0.6)
+    out = tmp_path / "out"
+    proc = succeeded(vapipe(env, "run", "faces", "--source", clip, "--output", out, "--json", "--no-progress"))
+    assert proc.stderr == ""  # no traceback, no noise from the decoders
+    src = summary(proc)["sources"][0]
+    assert summary(proc)["error"] is None and src["error"] is None
+    # 60 % of the bytes hold a bit more than half of the frames (the index is at the start)
+    assert 0.45 * CAR_FRAMES < src["frames"] < 0.65 * CAR_FRAMES, src
+    assert src["frames"] == src["decoded"]
+    records = read_jsonl(out / "cut.jsonl")
+    assert [r["seq"] for r in records] == list(range(src["frames"]))
+    frames = video_frames(out / "cut.mp4")
+    assert len(frames) == len(records)
+    # the MP4 ends where the JSON Lines end (same span of source time)
+    span_mp4 = float(frames[-1].pts * frames[-1].time_base) - float(frames[0].pts * frames[0].time_base)
+    span_jsonl = records[-1]["pts_time"] - records[0]["pts_time"]
+    assert span_mp4 == pytest.approx(span_jsonl, abs=0.05)
+
+
+def test_truncated_mp4_without_its_index_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
+    clip = truncated_copy(videos_dir / BOTTLE_CLIP, tmp_path / "no-index.mp4", 0.6)
+    line = one_error_line(vapipe(env, "run", "persons", "--source", clip, "--output", tmp_path / "out"))
+    assert str(clip) in line
+
+
+def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, videos_dir: Path) -> None:
+    clip = corrupted_copy(videos_dir / CAR_CLIP, tmp_path / "damaged.mp4", at=0.5, nbytes=4096, seed=1234)
+    out = tmp_path / "out"
+    proc = succeeded(vapipe(env, "run", "persons", "--source", clip, "--output", out, "--json", "--no-progress"))
+    assert proc.stderr == ""  # no traceback, no noise from the decoders
+    src = summary(proc)["sources"][0]
+    assert src["error"] is None
+    assert src["decode_errors"] >= 1, src
+    records = read_jsonl(out / "damaged.jsonl")
+    assert len(records) == src["frames"] >= CAR_FRAMES - 10
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(seqs) and seqs[-1] >= CAR_FRAMES - 10  # frames after the damage were processed
+    assert records[-1]["pts_time"] > 0.9 * records[-1]["seq"] / 12.5
+
+
+def test_text_file_named_mp4_is_one_line(env, tmp_path: Path) -> None:
+    fake = tmp_path / "notes.mp4"
+    fake.write_text("these are meeting notes, not a video\n" * 50, encoding="utf-8")
+    line = one_error_line(vapipe(env, "run", "persons", "--source", fake, "--output", tmp_path / "out"))
+    assert str(fake) in line and "cannot open" in line
+
+
+def test_missing_file_is_one_line(env, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "clip.mp4"
+    line = one_error_line(vapipe(env, "run", "faces", "--source", missing, "--output", tmp_path / "out"))
+    assert str(missing) in line and "not found" in line
+
+
+def test_missing_file_next_to_a_good_one_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
+    good = copy_clip(videos_dir / CAR_CLIP, tmp_path / "good.mp4")
+    missing = tmp_path / "missing.mp4"
+    line = one_error_line(vapipe(env, "run", "persons", "--source", good, "--source", missing,
+                                 "--output", tmp_path / "out", "--max-frames", "5"))
+    assert str(missing) in line
+
+
+# image folders -----------------------------------------------------------------------------------
+def test_corrupt_image_in_a_folder_is_a_counted_skip(env, tmp_path: Path, image_folder: Path) -> None:
+    folder = with_bad_image(image_folder, tmp_path / "shots", "frame_002b.jpg", b"garbage, not an image " * 40)
+    out = tmp_path / "out"
+    proc = succeeded(vapipe(env, "run", "persons", "--source", folder, "--output", out, "--json",
+                            "--no-progress"))
+    assert proc.stderr == ""
+    src = summary(proc)["sources"][0]
+    assert src["decode_errors"] == 1 and src["frames"] == 5 and src["error"] is None, src
+    records = read_jsonl(out / "shots.jsonl")
+    assert [r["seq"] for r in records] == list(range(5))
+    assert all((r["width"], r["height"]) == (768, 432) for r in records)
+
+
+def test_truncated_jpeg_in_a_folder_is_a_quiet_counted_skip(env, tmp_path: Path, image_folder: Path) -> None:
+    whole = (image_folder / "frame_000.jpg").read_bytes()
+    folder = with_bad_image(image_folder, tmp_path / "shots", "frame_002b.jpg", whole[:len(whole) // 2])
+    proc = succeeded(vapipe(env, "run", "persons", "--source", folder, "--output", tmp_path / "out", "--json",
+                            "--no-progress"))
+    src = summary(proc)["sources"][0]
+    assert proc.stderr == ""
+    assert src["decode_errors"] == 1 and src["frames"] == 5, src
+
+
+# models --------------------------------------------------------------------------------------------
+def test_wrong_model_path_is_one_line_naming_it(env, tmp_path: Path, image_folder: Path) -> None:
+    bad = tmp_path / "models" / "pose_detection.tflite"
+    line = one_error_line(vapipe(env, "run", "persons", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--set", f"person_detect.model={bad}"))
+    assert str(bad) in line and "not found" in line
+
+
+def test_text_file_as_model_is_one_line(env, tmp_path: Path, image_folder: Path) -> None:
+    bad = tmp_path / "detector.onnx"
+    bad.write_text("not a network\n" * 10, encoding="utf-8")
+    line = one_error_line(vapipe(env, "run", "persons", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--set", f"person_detect.model={bad}"))
+    assert str(bad) in line and "ONNX" in line
+
+
+@pytest.mark.parametrize("model, expected", [
+    # a recognition model (dynamic input, sequence output) behind the pose detector's decoder
+    ("ppocr/ch_PP-OCRv4_rec_infer.onnx", "fixed input height and width"),
+    # a landmark model (one crop in, 1404 values out) behind the pose detector's decoder
+    ("mediapipe/face_landmark.tflite", "expected outputs (1, N, 12) and (1, N, 1)"),
+])
+def test_model_that_does_not_fit_the_decoder_is_one_line(env, tmp_path: Path, image_folder: Path,
+                                                        models_dir: Path, model: str, expected: str) -> None:
+    path = models_dir / model
+    line = one_error_line(vapipe(env, "run", "persons", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--set", f"person_detect.model={path}"))
+    assert str(path) in line and expected in line
+
+
+def test_detector_decoder_on_a_detector_with_other_outputs_is_one_line(env, tmp_path: Path,
+                                                                       image_folder: Path) -> None:
+    """BlazeFace's decoder on the pose detector: both are SSD models, with 16 vs 12 values per anchor."""
+    line = one_error_line(vapipe(env, "run", "faces", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--set", "face_detect.model=mediapipe/pose_detection"))
+    assert "pose_detection.tflite" in line and "expected outputs (1, N, 16) and (1, N, 1)" in line
+    assert "'face_detect'" in line
+
+
+def test_region_decoder_on_a_detector_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
+    """The face-mesh decoder on the pose detector (it only runs once a face was found)."""
+    line = one_error_line(vapipe(env, "run", "faces", "--source", videos_dir / HEAD_POSE_GIF, "--output",
+                                 tmp_path / "out", "--max-frames", "10",
+                                 "--set", "landmarks.model=mediapipe/pose_detection"))
+    assert "pose_detection.tflite" in line and "expected outputs of 1404 and 1 values" in line
+    assert "'landmarks'" in line
+

@@ -1,0 +1,62 @@
+"""``vapipe doctor``: every runtime's thread settings, the plan, and oversubscription warnings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = ("cores", "environment", "openvino ", "ffmpeg ", "opencv ", "numpy ", "onnxruntime", "torch", "plan")
+
+
+def doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ)
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        full.pop(key, None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "pipeline", "doctor", *args], cwd=ROOT, env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_report_has_every_section_and_the_plan() -> None:
+    res = doctor("--pipeline", "faces", "--cores", "4")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for section in SECTIONS:
+        assert any(line.startswith(section) for line in lines), (section, res.stdout)
+    assert "available devices: CPU" in res.stdout or "available devices:" in res.stdout
+    assert "FULL_DEVICE_NAME" not in res.stdout  # shown as the device line
+    assert "compiled CPU THROUGHPUT: NUM_STREAMS" in res.stdout
+    assert "OPTIMAL_NUMBER_OF_INFER_REQUESTS" in res.stdout
+    assert "threads: 4 cores" in res.stdout and "face_detect" in res.stdout and "landmarks" in res.stdout
+    assert not any(line.startswith("warning:") for line in lines if "cores this process" not in line
+                   and "OpenCV" not in line), res.stdout
+
+
+def test_warns_when_omp_num_threads_exceeds_the_cores() -> None:
+    res = doctor(env={"OMP_NUM_THREADS": "64"})
+    assert res.returncode == 0, res.stderr
+    assert "  OMP_NUM_THREADS=64" in res.stdout
+    warnings = [line for line in res.stdout.splitlines() if line.startswith("warning:")]
+    assert any("OMP_NUM_THREADS=64" in w and "oversubscription" in w for w in warnings), res.stdout
+
+
+def test_warns_when_the_plan_cannot_fit() -> None:
+    res = doctor("--pipeline", "faces", "--cores", "1", "--sources", "2")
+    assert res.returncode == 0, res.stderr
+    assert any(line.startswith("warning: thread plan needs") for line in res.stdout.splitlines()), res.stdout
+
+
+def test_json_report() -> None:
+    res = doctor("--pipeline", "persons", "--json", env={"MKL_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert {"cores", "env", "openvino", "ffmpeg", "opencv", "blas", "plan", "warnings"} <= set(info)
+    assert "CPU" in info["openvino"]["available_devices"]
+    assert info["env"]["MKL_NUM_THREADS"] == "1"
+    assert info["plan"]["pipeline"] == "persons" and "person_detect" in info["plan"]["infer"]
+    assert info["opencv"]["threads"] >= 1
+    assert info["ffmpeg"]["h264_decoder_defaults"]["thread_count"] == 0

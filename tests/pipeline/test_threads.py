@@ -1,0 +1,147 @@
+"""The process-wide thread plan: invariants, user choices, process-wide settings."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_config
+from pipeline.graph import build_graph
+from pipeline.threads import (InferInfo, ThreadPlan, apply_global, available_cores, plan_for_graph, plan_overrides,
+                              plan_threads)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICES = ("CPU", "GPU", "AUTO:CPU", "CPU")
+
+
+def _graph(name: str):
+    cfg = load_config(str(ROOT / "pipelines.yaml"), check_files=False)
+    return build_graph(cfg.get(name), str(ROOT / "pipelines.yaml"))
+
+
+def test_busy_threads_fit_the_cores_whenever_every_pool_can_have_one() -> None:
+    for cores, sources, models in itertools.product(range(1, 17), range(1, 9), range(0, 5)):
+        infer = [InferInfo(f"m{i}", DEVICES[i % len(DEVICES)], "LATENCY" if i == 3 else "THROUGHPUT")
+                 for i in range(models)]
+        plan = plan_threads(cores, sources, infer)
+        cpu = sum(1 for s in infer if s.on_cpu)
+        assert plan.decoder_threads >= 1 and plan.cv2_threads >= 1 and plan.runtime_threads >= 1
+        assert set(plan.infer) == {s.name for s in infer if s.on_cpu}
+        for cfg in plan.infer.values():
+            assert 1 <= cfg["NUM_STREAMS"] <= cfg["INFERENCE_NUM_THREADS"]
+        if cores >= sources + cpu:
+            assert plan.busy_threads <= cores, (cores, sources, models, plan)
+            assert not plan.oversubscribed
+            if cpu:  # nothing left idle: the remainder goes to inference
+                assert plan.busy_threads == cores
+        else:
+            assert all(c["INFERENCE_NUM_THREADS"] == 1 for c in plan.infer.values())
+            assert any("oversubscribed" in n for n in plan.notes)
+
+
+def test_one_core_gives_every_pool_one_thread_and_says_so() -> None:
+    plan = plan_for_graph(_graph("persons"), sources=1, cores=1)
+    assert plan.decoder_threads == 1 and plan.cv2_threads == 1
+    assert plan.infer == {"person_detect": {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1}}
+    assert plan.oversubscribed and "OVERSUBSCRIBED" in plan.summary()
+
+
+def test_many_sources_share_the_cores() -> None:
+    plan = plan_for_graph(_graph("faces"), sources=6, cores=16)
+    assert plan.busy_threads <= 16
+    assert plan.infer["face_detect"]["INFERENCE_NUM_THREADS"] + plan.infer["landmarks"]["INFERENCE_NUM_THREADS"] == 10
+    plan = plan_for_graph(_graph("faces"), sources=32, cores=4)
+    assert plan.oversubscribed and plan.decoder_threads == 1
+
+
+def test_other_devices_are_left_to_their_plugins() -> None:
+    plan = plan_threads(8, 1, [InferInfo("a", "GPU"), InferInfo("b", "AUTO:CPU"), InferInfo("c", "CPU")])
+    assert list(plan.infer) == ["c"] and plan.infer["c"]["INFERENCE_NUM_THREADS"] == 7
+    assert plan.untouched == {"a": "GPU", "b": "AUTO:CPU"}
+
+
+def test_latency_hint_gets_one_stream() -> None:
+    plan = plan_threads(5, 1, [InferInfo("a", "CPU", "LATENCY")])
+    assert plan.infer["a"] == {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 4}
+
+
+def test_default_cores_are_the_affinity() -> None:
+    assert plan_threads(None, 1, []).cores == available_cores() >= 1
+
+
+def test_overrides_fill_only_what_the_user_left_open() -> None:
+    graph = _graph("faces")
+    plan = plan_for_graph(graph, sources=1, cores=4)
+    out = plan_overrides(plan, graph, {})
+    assert out["decode"]["threads"] == 1
+    assert out["face_detect"]["config"] == plan.infer["face_detect"]
+    assert set(out["landmarks"]["config"]) == {"NUM_STREAMS", "INFERENCE_NUM_THREADS"}
+
+    user = {"decode": {"threads": 3}, "landmarks": {"config": {"NUM_STREAMS": 2, "PERF_COUNT": True}},
+            "face_detect": {"config": {"INFERENCE_PRECISION_HINT": "f32"}}}
+    plan = plan_for_graph(graph, sources=1, cores=4, overrides=user)
+    out = plan_overrides(plan, graph, user)
+    assert out["decode"]["threads"] == 3
+    assert out["landmarks"]["config"] == {"NUM_STREAMS": 2, "PERF_COUNT": True}
+    assert out["face_detect"]["config"]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert out["face_detect"]["config"]["NUM_STREAMS"] >= 1
+    assert "decode" in plan.user_set and "landmarks" in plan.user_set
+    assert "decode 3 (set)" in plan.summary()
+    assert user["decode"] == {"threads": 3}  # the caller's dict is not changed
+
+
+def test_cores_zero_keeps_every_runtime_default() -> None:
+    graph = _graph("persons")
+    plan = plan_for_graph(graph, sources=1, cores=0)
+    assert not plan.enabled and plan.infer == {}
+    assert plan_overrides(plan, graph, {"x": {"y": 1}}) == {"x": {"y": 1}}
+    assert "runtime defaults" in plan.summary()
+    apply_global(plan)()  # no-op
+
+
+def test_apply_global_sets_and_restores_opencv_threads() -> None:
+    import cv2
+
+    before = cv2.getNumThreads()
+    plan = ThreadPlan(cores=2, sources=1, decoder_threads=1, cv2_threads=1)
+    restore = apply_global(plan)
+    try:
+        assert cv2.getNumThreads() == 1
+    finally:
+        restore()
+    assert cv2.getNumThreads() == before
+
+
+def test_apply_global_budgets_torch_only_when_already_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: dict[str, list[int]] = {"threads": [], "interop": []}
+    fake = types.SimpleNamespace(get_num_threads=lambda: 8, set_num_threads=calls["threads"].append,
+                                 set_num_interop_threads=calls["interop"].append)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    plan = plan_threads(4, 1, [InferInfo("a")])
+    restore = apply_global(plan)
+    assert calls["threads"] == [3] and calls["interop"] == [1]
+    restore()
+    assert calls["threads"] == [3, 8]
+
+
+def test_ort_session_options_follow_the_plan() -> None:
+    pytest.importorskip("onnxruntime")
+    from pipeline.threads import ort_session_options
+
+    opts = ort_session_options(plan_threads(4, 1, [InferInfo("a")]))
+    assert opts.intra_op_num_threads == 3 and opts.inter_op_num_threads == 1
+
+
+def test_run_summary_shows_the_plan(videos_dir: Path, tmp_path: Path) -> None:
+    from pipeline.runtime import RunOptions, run_pipeline
+
+    summary = run_pipeline(_graph("persons"), [str(videos_dir / "one-by-one-person-detection.mp4")],
+                           RunOptions(output_dir=tmp_path, max_frames=3, cores=2, handle_signals=False))
+    assert summary.error is None
+    assert summary.threads is not None and summary.threads.startswith("threads: 2 cores")
+    assert summary.as_dict()["threads"] == summary.threads
+    assert summary.threads in summary.table()
