@@ -294,6 +294,16 @@ class _Camera:
         self.stats.decoded += 1
         return True
 
+    def _decode(self, unit: Any) -> list[Frame]:
+        """Frames of one unit (traced when a tracer is set)."""
+        tracer = self.opts.trace
+        t0 = tracer.now() if tracer is not None else 0
+        decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
+        if tracer is not None and decoded:
+            tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
+                         seq=[f.seq for f in decoded])
+        return decoded
+
     def _delay(self) -> None:
         if self.opts.capture_delay_ms > 0:
             time.sleep(self.opts.capture_delay_ms / 1000.0)
@@ -329,13 +339,7 @@ class _Camera:
                     break
                 if unit is _END:
                     break
-                tracer = self.opts.trace
-                t0 = tracer.now() if tracer is not None else 0
-                decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
-                if tracer is not None and decoded:
-                    tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
-                                 seq=[f.seq for f in decoded])
-                for frame in decoded:
+                for frame in self._decode(unit):
                     if not self._take(frame):
                         break
                     if self.needs_image:
@@ -386,13 +390,7 @@ class _Camera:
                 if unit is not None:
                     self._delay()
                 stop = False
-                tracer = self.opts.trace
-                t0 = tracer.now() if tracer is not None else 0
-                decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
-                if tracer is not None and decoded:
-                    tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
-                                 seq=[f.seq for f in decoded])
-                for frame in decoded:
+                for frame in self._decode(unit):
                     if not self._take(frame):
                         stop = True
                         break

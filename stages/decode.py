@@ -83,6 +83,9 @@ class Decode(SourceStage):
         reconnect: Reconnect = Field(default_factory=Reconnect)
         max_decode_errors: int = Field(50, ge=1, description="undecodable packets in a row before a live "
                                        "source reconnects")
+        probe_s: float = Field(1.0, gt=0, description="how much of a live stream FFmpeg reads to learn its "
+                               "format (analyzeduration); shorter connects faster (measured on RTSP: 2.3 s with "
+                               "FFmpeg's default, 1.1 s with 1 s, 0.6 s with 0.5 s)")
 
     params: Params
 
@@ -90,6 +93,7 @@ class Decode(SourceStage):
         super().__init__(*args, **kwargs)
         self._reader: Reader | None = None          # used by the reader thread
         self._decoder: Reader | None = None         # used by the decoder thread
+        self._retired: list[tuple[float, Reader]] = []  # replaced readers, closed a while later
         self._seq = 0
         self._reconnect_requested = False
         self.decode_errors = 0
@@ -126,12 +130,16 @@ class Decode(SourceStage):
     def _open_video(self) -> VideoReader:
         p = self.params
         options = {"rtsp_transport": p.transport} if p.uri.lower().startswith("rtsp") else {}
+        if self.live and "://" in p.uri:
+            options.update(analyzeduration=str(int(p.probe_s * 1e6)), probesize="500000")
         return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options)
 
     def close(self) -> None:
-        for reader in {id(r): r for r in (self._reader, self._decoder) if r is not None}.values():
+        readers = [r for r in (self._reader, self._decoder) if r is not None] + [r for _, r in self._retired]
+        for reader in {id(r): r for r in readers}.values():
             reader.close()
         self._reader = self._decoder = None
+        self._retired = []
 
     @property
     def total_frames(self) -> int | None:  # type: ignore[override]
@@ -260,7 +268,12 @@ class Decode(SourceStage):
             if after is not None:
                 new.continue_after(after)
             if old is not self._reader:
-                old.close()
+                # Closed later, not now: frames decoded from it may still be in flight
+                # downstream, and FFmpeg objects are safest released when nothing uses them.
+                self._retired.append((time.monotonic(), old))
+        now = time.monotonic()
+        while self._retired and now - self._retired[0][0] > 10.0:
+            self._retired.pop(0)[1].close()
         self._decoder = new
         return flushed
 

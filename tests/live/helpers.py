@@ -1,0 +1,176 @@
+"""Helpers for live-source tests and the soak benchmark: test servers, CLI runs, JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SERVER = HERE / "rtsp_server.py"
+SYSTEM_PYTHON = os.environ.get("VAPIPE_GST_PYTHON", "/usr/bin/python3")
+DEBIAN_PACKAGES = ["python3-gi", "gir1.2-gst-rtsp-server-1.0", "gstreamer1.0-plugins-base",
+                   "gstreamer1.0-plugins-good", "gstreamer1.0-plugins-bad"]
+CLIP = "one-by-one-person-detection.mp4"  # 768x432 H.264, 10 fps, IDR every second
+
+_PROBE = ("import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstRtspServer', '1.0'); "
+          "from gi.repository import Gst, GstRtspServer; Gst.init(None); "
+          "missing = [e for e in ('qtdemux', 'h264parse', 'rtph264pay', 'appsrc', 'appsink') "
+          "if Gst.ElementFactory.find(e) is None]; "
+          "print('missing: ' + ' '.join(missing) if missing else 'ok')")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _probe() -> str:
+    if not Path(SYSTEM_PYTHON).exists():
+        return f"{SYSTEM_PYTHON} not found"
+    try:
+        r = subprocess.run([SYSTEM_PYTHON, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "probing GStreamer timed out"
+    out = r.stdout.strip()
+    if r.returncode == 0 and out == "ok":
+        return "ok"
+    return out or (r.stderr.strip().splitlines() or ["cannot import GstRtspServer"])[-1]
+
+
+def _install() -> str:
+    """apt-get update once, then install the packages; returns '' or the reason it failed."""
+    if os.geteuid() != 0:
+        return "not root, cannot install " + " ".join(DEBIAN_PACKAGES)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    steps = [(["apt-get", "update"], 300),
+             (["apt-get", "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES], 600)]
+    for cmd, timeout in steps:
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            return f"{' '.join(cmd[:2])} failed: {exc}"
+        if r.returncode != 0:
+            tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            return f"{' '.join(cmd[:2])} failed: {tail}"
+    return ""
+
+
+
+def gst_available() -> str:
+    """'ok' if the RTSP server can run, after installing the Debian packages if needed; else the reason."""
+    reason = _probe()
+    if reason != "ok":
+        failed = _install()
+        reason = _probe() if not failed else failed
+    return reason
+
+
+class Server:
+    """One test server subprocess on 127.0.0.1:port; restartable on the same port."""
+
+    def __init__(self, python: str, mode: str, port: int, mount: str = "/cam", clip: Path | None = None) -> None:
+        self.python, self.mode, self.port, self.mount, self.clip = python, mode, port, mount, clip
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"rtsp://127.0.0.1:{self.port}{self.mount}"
+
+    def start(self, timeout: float = 30.0) -> "Server":
+        cmd = [self.python, str(SERVER), self.mode, "--port", str(self.port), "--mount", self.mount]
+        if self.clip is not None:
+            cmd += ["--clip", str(self.clip)]
+        deadline = time.monotonic() + timeout
+        while True:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = _readline(self.proc, deadline)
+            if line.strip() == "ready":
+                return self
+            err = self.stop()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"test server {self.mode} on port {self.port} did not start: {line!r} {err}")
+            time.sleep(0.2)  # port still held by the previous process: try again
+
+    def kill(self) -> None:
+        """SIGKILL, like a camera losing power."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> str:
+        """Stop the process (always succeeds); returns what it wrote on stderr."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return ""
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            err = ""
+        return (err or "").strip()[-500:]
+
+
+def _readline(proc: subprocess.Popen[str], deadline: float) -> str:
+    """First stdout line, or '' if the process ends or the deadline passes."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.2):
+                return proc.stdout.readline()
+            if proc.poll() is not None:
+                return ""
+    finally:
+        sel.close()
+    return ""
+
+
+def vapipe(*args: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; kills it (and fails the test) if it runs longer than ``timeout``."""
+    cmd = [sys.executable, "-m", "pipeline", *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"vapipe did not finish within {timeout} s: {' '.join(args)}\n{exc.stderr}") from None
+
+
+def vapipe_popen(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "pipeline", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd or ROOT)
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], list[dict]]:
+    """(frame records, event records) of a JSON Lines output; a partial last line is ignored."""
+    frames, events = [], []
+    if not path.exists():
+        return frames, events
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        (events if "event" in rec else frames).append(rec)
+    return frames, events
