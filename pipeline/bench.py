@@ -404,7 +404,14 @@ def _mode_naive(plan: BenchPlan) -> dict[str, Any]:
         except BaseException as exc:  # noqa: BLE001 - reported by the worker
             errors.append(exc)
 
-    threads = [threading.Thread(target=camera, args=(c,), daemon=True) for c in range(plan.cameras)]
+    _run_cameras(camera, plan.cameras, clock, errors)
+    _write_records(plan, "naive", rec.records)
+    return clock.result()
+
+
+def _run_cameras(camera: Callable[[int], None], cameras: int, clock: Any, errors: list[BaseException]) -> None:
+    """Run ``camera(index)`` on one thread per camera, stop the clock, re-raise the first error."""
+    threads = [threading.Thread(target=camera, args=(c,), daemon=True) for c in range(cameras)]
     for t in threads:
         t.start()
     for t in threads:
@@ -412,8 +419,6 @@ def _mode_naive(plan: BenchPlan) -> dict[str, Any]:
     clock.finish()
     if errors:
         raise errors[0]
-    _write_records(plan, "naive", rec.records)
-    return clock.result()
 
 
 def _ppp_compile(core: Any, part: _ModelPart) -> Any:
@@ -557,14 +562,7 @@ def _mode_hand_tuned(plan: BenchPlan) -> dict[str, Any]:
             for t in threads:
                 t.join()
 
-    threads = [threading.Thread(target=camera, args=(c,), daemon=True) for c in range(plan.cameras)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    clock.finish()
-    if errors:
-        raise errors[0]
+    _run_cameras(camera, plan.cameras, clock, errors)
     _write_records(plan, "hand-tuned", rec.records)
     res = clock.result()
     res["requests"] = {"detect": det_jobs, **({"region": reg_jobs} if reg_model is not None else {})}

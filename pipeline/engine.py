@@ -99,6 +99,12 @@ class RequestPool:
         self._idle = [model.compiled.create_infer_request() for _ in range(num_requests)]
         self._inflight: deque[Job] = deque()
 
+    def grow(self, size: int) -> None:
+        """Add requests until the pool has ``size`` (never shrinks)."""
+        while self.size < size:
+            self._idle.append(self.model.compiled.create_infer_request())
+            self.size += 1
+
     def start(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Job:
         """Start inference on ``image`` (uint8, (H, W, 3) or (1, H, W, 3)); the array
         must stay unchanged until the job is finished (it is shared, not copied)."""

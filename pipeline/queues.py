@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 __all__ = ["BoundedQueue", "Closed", "FullPolicy", "EMPTY"]
 
@@ -24,13 +24,15 @@ class Closed(Exception):
 
 
 class BoundedQueue:
-    def __init__(self, maxsize: int, policy: FullPolicy, stop: threading.Event) -> None:
+    def __init__(self, maxsize: int, policy: FullPolicy, stop: threading.Event,
+                 keep: Callable[[Any], bool] | None = None) -> None:
         if maxsize < 1:
             raise ValueError(f"queue size must be >= 1, got {maxsize}")
         self.maxsize = maxsize
         self.policy = policy
         self.stop = stop
         self.dropped = 0
+        self.keep = keep  # items for which keep(item) is true are never dropped (markers)
         self._items: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition()
 
@@ -38,15 +40,21 @@ class BoundedQueue:
         """Add ``item``; blocks (policy ``block``) until there is room or the run stops."""
         with self._cond:
             while len(self._items) >= self.maxsize:
-                if self.policy == "drop_oldest":
-                    self._items.popleft()
-                    self.dropped += 1
+                if self.policy == "drop_oldest" and self._drop_one():
                     break
                 if self.stop.is_set():
                     raise Closed
                 self._cond.wait(timeout)
             self._items.append(item)
             self._cond.notify_all()
+
+    def _drop_one(self) -> bool:
+        for i, old in enumerate(self._items):
+            if self.keep is None or not self.keep(old):
+                del self._items[i]
+                self.dropped += 1
+                return True
+        return False  # only markers queued: wait like a blocking queue
 
     def put_final(self, item: Any) -> None:
         """Add an end marker even when full (never dropped, never blocks)."""

@@ -105,31 +105,26 @@ class GraphExecutor:
 
     def poll(self) -> None:
         """Hand on frames that finished since the last call (never blocks)."""
-        if not self.async_mode:
-            return
-        for name in self.order:
-            stage = self.stages[name]
-            if isinstance(stage, InferStage) and stage.in_flight:
-                try:
-                    outs = stage.poll()
-                except Exception as exc:  # noqa: BLE001 - routed through the error policy
-                    self.on_error(name, exc, None)
-                    continue
-                for f in outs:
-                    self._done(name, f)
+        if self.async_mode:
+            self._collect(lambda stage: stage.poll() if stage.in_flight else [])
 
     def finish(self) -> None:
         """Drain every inference stage in topological order."""
+        if self.async_mode:
+            self._collect(lambda stage: stage.drain())
+
+    def _collect(self, take: Callable[[InferStage], list[Frame]]) -> None:
         for name in self.order:
             stage = self.stages[name]
-            if isinstance(stage, InferStage) and self.async_mode:
-                try:
-                    outs = stage.drain()
-                except Exception as exc:  # noqa: BLE001 - routed through the error policy
-                    self.on_error(name, exc, None)
-                    outs = []
-                for f in outs:
-                    self._done(name, f)
+            if not isinstance(stage, InferStage):
+                continue
+            try:
+                outs = take(stage)
+            except Exception as exc:  # noqa: BLE001 - routed through the error policy
+                self.on_error(name, exc, None)
+                continue
+            for f in outs:
+                self._done(name, f)
 
     def _emit(self, name: str, frame: Frame) -> None:
         succ = self.succ[name]
@@ -224,8 +219,10 @@ class _Camera:
         if self.live:
             # A camera does not wait: packets queue generously (dropping packets breaks
             # decoding until the next keyframe), decoded frames keep only the newest.
-            self.units = BoundedQueue(256, "drop_oldest", self.halt_reading)
-            self.frames = BoundedQueue(2, "drop_oldest", abort)
+            is_marker = getattr(self.source, "is_marker", lambda unit: unit is None)
+            self.units = BoundedQueue(256, "drop_oldest", self.halt_reading,
+                                      keep=lambda unit: unit is _END or is_marker(unit))
+            self.frames = BoundedQueue(2, "drop_oldest", abort, keep=lambda item: item is _END)
         else:
             self.units = BoundedQueue(opts.queue_size, "block", self.halt_reading)
             self.frames = BoundedQueue(max(2, opts.queue_size // 2), "block", abort)

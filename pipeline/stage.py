@@ -190,6 +190,10 @@ class SourceStage(Stage):
     def decode_unit(self, unit: Any) -> list[Frame]:
         raise NotImplementedError
 
+    def is_marker(self, unit: Any) -> bool:
+        """True for units that carry no media (end, switch of stream): never dropped."""
+        return unit is None
+
     def frames(self) -> Iterator[Frame]:
         """Every frame, read and decoded in the calling thread (embedding without a runtime)."""
         self.ensure_open()

@@ -20,6 +20,9 @@ from ._infer_common import InferParams, adapter_class, make_adapter
 from .models.base import RoiAdapter
 
 
+MAX_AUTO_REQUESTS = 16
+
+
 class Classify(InferStage):
     """Runs a model on the crop of every object whose label is in ``on``."""
 
@@ -66,6 +69,10 @@ class Classify(InferStage):
         idx = dets.with_label(self.params.on)
         if len(idx) > self.params.max_objects:
             idx = idx[(-dets.score[idx]).argsort(kind="stable")[: self.params.max_objects]]
+        if not self.params.requests and len(idx) * self.depth > self.pool.size:
+            # Enough requests for every crop of the frames in flight, so that starting a
+            # crop never waits for an older frame's crops (at most MAX_AUTO_REQUESTS).
+            self.pool.grow(min(MAX_AUTO_REQUESTS, len(idx) * self.depth))
         jobs = []
         adapter = self.adapter
         for i in idx:

@@ -76,7 +76,9 @@ class Decode(SourceStage):
         threads: int = Field(0, ge=0, description="decoder threads; 0 = FFmpeg's automatic choice")
         fps: float = Field(25.0, gt=0, description="frame rate for image folders and synthetic scenes")
         live: bool | None = Field(None, description="drop the oldest frames when the pipeline falls behind and "
-                                  "reconnect on failure; default: true for stream URLs and cameras")
+                                  "reconnect on failure; default: true for stream URLs and cameras (HLS is then paced "
+                                  "at its frame rate and a finished playlist ends at #EXT-X-ENDLIST; false reads "
+                                  "a finished playlist as a file: every frame, as fast as possible)")
         transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport")
         open_timeout_s: float = Field(10.0, gt=0, description="give up opening a stream after this long")
         read_timeout_s: float = Field(5.0, gt=0, description="a stream that sends nothing this long is stalled")
@@ -168,8 +170,16 @@ class Decode(SourceStage):
                 yield unit
             if not self.params.loop:
                 return
-            self._reader.seek_start()
-            yield LOOP  # the decode step flushes the decoder and shifts timestamps
+            if isinstance(self._reader, VideoReader):
+                # Loop by opening the file again and handing the decoder thread the new
+                # reader: seeking would flush the codec context that thread is using.
+                old, self._reader = self._reader, self._open_video()
+                last = old.last_unit_time()
+                if last is not None:
+                    self._reader.continue_after(last)  # for pacing; the decoder confirms on the switch
+                yield _Switch(self._reader)
+            else:
+                yield LOOP  # folders and scenes: the decode step keeps timestamps increasing
 
     def _live_units(self) -> Iterator[Any]:
         failures = 0  # attempts in a row that brought no media
@@ -189,8 +199,12 @@ class Decode(SourceStage):
             reason = "stream ended"
             state = "ended"
             streaming = False
+            # HLS arrives in bursts of whole segments; a player spreads them out at the
+            # stream's rate, and so does this (a burst would overflow the newest-frames queue).
+            pace = _Pacer(getattr(self._reader, "segmented", False), max_gap_s=2.0)
             try:
                 for unit in self._reader.units():
+                    pace.wait(_packet_time(unit))
                     if not streaming:
                         # A camera is back when media arrives, not when the handshake succeeds: a
                         # server that answers and then sends nothing must back off and give up.
@@ -205,6 +219,11 @@ class Decode(SourceStage):
             except SourceError as exc:
                 reason, state = str(exc), "stalled"
             if self.stop_event.is_set():
+                return
+            if state == "ended" and streaming and getattr(self._reader, "finite", False):
+                # Reconnecting to a finished playlist would read it again from the start, at
+                # once and forever; it ends here instead (live=false reads every frame of it).
+                self._event("ended", reason="end of a finished playlist (#EXT-X-ENDLIST)")
                 return
             self._reconnect_requested = False
             self._reader = None  # the decoder thread closes the old reader after the switch
@@ -228,6 +247,9 @@ class Decode(SourceStage):
         log.info("%s: %s %s", self.params.uri, state, info or "")
         if self.on_event is not None:
             self.on_event(state, info)
+
+    def is_marker(self, unit: Any) -> bool:
+        return unit is None or unit is LOOP or isinstance(unit, _Switch)
 
     # decoder thread --------------------------------------------------------------------
     def decode_unit(self, unit: Any) -> list[Frame]:
@@ -278,11 +300,19 @@ class Decode(SourceStage):
         return flushed
 
 
-class _Pacer:
-    """Sleeps so that units leave at their presentation times (``realtime``)."""
+def _packet_time(packet: Any) -> float | None:
+    """A packet's own presentation time in seconds (no loop or reconnect offset)."""
+    ts = packet.pts if packet.pts is not None else packet.dts
+    return None if ts is None or packet.time_base is None else float(ts * packet.time_base)
 
-    def __init__(self, enabled: bool) -> None:
+
+class _Pacer:
+    """Sleeps so that units leave at their presentation times (``realtime``).  With
+    ``max_gap_s``, a unit due later than that (timestamps jumped) restarts the schedule."""
+
+    def __init__(self, enabled: bool, max_gap_s: float | None = None) -> None:
         self.enabled = enabled
+        self.max_gap_s = max_gap_s
         self.start = time.monotonic()
         self.first: float | None = None
 
@@ -292,5 +322,7 @@ class _Pacer:
         if self.first is None:
             self.first = ts
         delay = (ts - self.first) - (time.monotonic() - self.start)
-        if delay > 0:
+        if self.max_gap_s is not None and (delay > self.max_gap_s or delay < -self.max_gap_s):
+            self.first, self.start = ts, time.monotonic()
+        elif delay > 0:
             time.sleep(delay)

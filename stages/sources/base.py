@@ -45,13 +45,6 @@ class Reader:
     def decode(self, unit: Any) -> list[Decoded]:
         raise NotImplementedError
 
-    def seek_start(self) -> None:
-        """Reader side of a loop: go back to the first unit."""
-
-    def after_loop(self) -> list[Decoded]:
-        """Decoder side of a loop: flush what is buffered; later timestamps continue."""
-        return []
-
     def last_time(self) -> float | None:
         """Time in seconds just after the last decoded frame (for continuing timestamps)."""
         return None

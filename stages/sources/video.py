@@ -45,11 +45,16 @@ class VideoReader(Reader):
             ctx.thread_count = threads
         ctx.thread_type = "AUTO"
         self.total_frames = self.stream.frames or None
+        # A finished HLS playlist (#EXT-X-ENDLIST: VOD) has a duration, a live one does not:
+        # the first is a recording that ends, not a camera to reconnect to.
+        self.segmented = self.container.format.name == "hls"
+        self.finite = self.segmented and bool(self.container.duration)
         rate = self.stream.average_rate or self.stream.guessed_rate
         self.frame_rate = float(rate) if rate else None
         self.time_base = self.stream.time_base or Fraction(1, 90000)
         self._offset = 0  # added to every pts after a loop or a reconnect
         self._last_pts: int | None = None
+        self._last_unit_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
 
     def units(self) -> Iterator[Any]:
@@ -65,13 +70,23 @@ class VideoReader(Reader):
 
     def unit_time(self, unit: Any) -> float | None:
         ts = unit.pts if unit.pts is not None else unit.dts
-        return None if ts is None else float((ts + self._offset) * self.time_base)
+        if ts is None:
+            return None
+        t = float((ts + self._offset) * self.time_base)
+        self._last_unit_time = t if self._last_unit_time is None else max(self._last_unit_time, t)
+        return t
+
+    def last_unit_time(self) -> float | None:
+        """Reader side: time just after the latest unit seen by ``unit_time``."""
+        if self._last_unit_time is None:
+            return None
+        return self._last_unit_time + float(self._step * self.time_base)
 
     def decode(self, unit: Any) -> list[Decoded]:
         import av
 
         if unit is LOOP:
-            return self.after_loop()
+            return []
         try:
             frames = self.stream.codec_context.decode(unit)
         except av.error.FFmpegError:
@@ -94,17 +109,6 @@ class VideoReader(Reader):
                 pts = self._last_pts + self._step
             self._last_pts = pts
             out.append((f, None, pts, self.time_base))
-        return out
-
-    def seek_start(self) -> None:
-        self.container.seek(0, stream=self.stream)
-
-    def after_loop(self) -> list[Decoded]:
-        out = self.decode(None)
-        self.stream.codec_context.flush_buffers()
-        if self._last_pts is not None:
-            start = self.stream.start_time
-            self._offset = self._last_pts + self._step - (int(start) if start is not None else 0)
         return out
 
     def last_time(self) -> float | None:

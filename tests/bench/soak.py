@@ -122,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         restart_at: tuple[float, Server] | None = None
         while time.monotonic() < end:
             if proc.poll() is not None:
-                raise SystemExit(f"soak: vapipe ended early (exit {proc.returncode}): {''.join(stderr_lines)[-6000:]}")
+                log = out / "vapipe-stderr.txt"
+                log.write_text("".join(stderr_lines), encoding="utf-8")
+                raise SystemExit(f"soak: vapipe ended early (exit {proc.returncode}); its stderr: {log}\n"
+                                 f"{''.join(stderr_lines)[-3000:]}")
             now = time.monotonic()
             elapsed = now - t0
             if elapsed >= next_sample:

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .helpers import CLIP, SYSTEM_PYTHON, Server, free_port, gst_available
+from .helpers import CLIP, SYSTEM_PYTHON, HttpServer, Server, free_port, gst_available
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +58,19 @@ def make_server(servers: list[Server]) -> Callable[[str], Server]:
 
     def make(mode: str) -> Server:
         server = Server(sys.executable, mode, free_port())
+        servers.append(server)
+        return server.start()
+
+    return make
+
+
+@pytest.fixture
+def http_server(servers: list[Server]) -> Callable[..., HttpServer]:
+    """http_server(mode, path, *args) -> a started tests/live/http_server.py (``mjpeg`` or
+    ``files``) at http://127.0.0.1:PORT/path; killed at teardown."""
+
+    def make(mode: str, path: str, *args: str) -> HttpServer:
+        server = HttpServer(mode, free_port(), path, list(args))
         servers.append(server)
         return server.start()
 

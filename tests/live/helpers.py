@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SERVER = HERE / "rtsp_server.py"
+HTTP_SERVER = HERE / "http_server.py"
 SYSTEM_PYTHON = os.environ.get("VAPIPE_GST_PYTHON", "/usr/bin/python3")
 DEBIAN_PACKAGES = ["python3-gi", "gir1.2-gst-rtsp-server-1.0", "gstreamer1.0-plugins-base",
                    "gstreamer1.0-plugins-good", "gstreamer1.0-plugins-bad"]
@@ -86,9 +87,7 @@ class Server:
         return f"rtsp://127.0.0.1:{self.port}{self.mount}"
 
     def start(self, timeout: float = 30.0) -> "Server":
-        cmd = [self.python, str(SERVER), self.mode, "--port", str(self.port), "--mount", self.mount]
-        if self.clip is not None:
-            cmd += ["--clip", str(self.clip)]
+        cmd = self.command()
         deadline = time.monotonic() + timeout
         while True:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -99,6 +98,12 @@ class Server:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"test server {self.mode} on port {self.port} did not start: {line!r} {err}")
             time.sleep(0.2)  # port still held by the previous process: try again
+
+    def command(self) -> list[str]:
+        cmd = [self.python, str(SERVER), self.mode, "--port", str(self.port), "--mount", self.mount]
+        if self.clip is not None:
+            cmd += ["--clip", str(self.clip)]
+        return cmd
 
     def kill(self) -> None:
         """SIGKILL, like a camera losing power."""
@@ -130,6 +135,22 @@ class Server:
         except subprocess.TimeoutExpired:
             err = ""
         return (err or "").strip()[-500:]
+
+
+class HttpServer(Server):
+    """A tests/live/http_server.py subprocess (``mjpeg`` or ``files`` mode) on 127.0.0.1:port;
+    ``args`` are passed on (``--clip``, ``--dir``, ``--garbage-after``, ...)."""
+
+    def __init__(self, mode: str, port: int, path: str, args: list[str]) -> None:
+        super().__init__(sys.executable, mode, port, path)
+        self.args = list(args)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.mount}"
+
+    def command(self) -> list[str]:
+        return [self.python, str(HTTP_SERVER), self.mode, "--port", str(self.port), *self.args]
 
 
 def _readline(proc: subprocess.Popen[str], deadline: float) -> str:
