@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,20 +13,21 @@ __all__ = ["LatencyStats", "SourceStats", "RunSummary"]
 
 
 class LatencyStats:
-    """Latency samples in milliseconds (the most recent ``keep`` are kept)."""
+    """Latency samples in milliseconds: the most recent ``keep`` in a preallocated ring
+    (memory stays flat however long a camera runs); ``count`` counts all."""
 
     def __init__(self, keep: int = 20000) -> None:
-        self._samples: deque[float] = deque(maxlen=keep)
+        self._ring = np.zeros(keep, np.float64)
         self.count = 0
 
     def add(self, ms: float) -> None:
-        self._samples.append(ms)
+        self._ring[self.count % len(self._ring)] = ms
         self.count += 1
 
     def summary(self) -> dict[str, float]:
-        if not self._samples:
+        if not self.count:
             return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
-        a = np.fromiter(self._samples, float)
+        a = self._ring[:min(self.count, len(self._ring))]
         return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
                 "p95_ms": float(np.percentile(a, 95))}
 

@@ -36,6 +36,8 @@ __all__ = ["Decode", "SourceError", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "LOOP", 
 
 log = logging.getLogger("vapipe.source")
 
+#: a replaced stream reader is closed this long after the switch (its frames have left by then)
+RETIRE_AFTER_S = 3.0
 STATES = ("connecting", "streaming", "stalled", "reconnecting", "gave_up", "ended")
 
 
@@ -254,6 +256,8 @@ class Decode(SourceStage):
     # decoder thread --------------------------------------------------------------------
     def decode_unit(self, unit: Any) -> list[Frame]:
         """Frames decoded from one unit (None flushes); ``seq`` numbers are assigned here."""
+        if self._retired and time.monotonic() - self._retired[0][0] > RETIRE_AFTER_S:
+            self._retired.pop(0)[1].close()
         if isinstance(unit, _Switch):
             decoded = self._switch(unit.reader)
         else:
@@ -293,9 +297,6 @@ class Decode(SourceStage):
                 # Closed later, not now: frames decoded from it may still be in flight
                 # downstream, and FFmpeg objects are safest released when nothing uses them.
                 self._retired.append((time.monotonic(), old))
-        now = time.monotonic()
-        while self._retired and now - self._retired[0][0] > 10.0:
-            self._retired.pop(0)[1].close()
         self._decoder = new
         return flushed
 

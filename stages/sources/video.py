@@ -28,9 +28,10 @@ class VideoReader(Reader):
         try:
             self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
         except (av.error.FFmpegError, OSError) as exc:
-            raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}; valid: a video file "
-                              f"({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
-                              "/dev/videoN, an image folder or testsrc://PATTERN") from None
+            hint = "" if "://" in uri else (
+                f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
+                "/dev/videoN, an image folder or testsrc://PATTERN")
+            raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}{hint}") from None
         if not self.container.streams.video:
             self.container.close()
             raise SourceError(f"source {uri} has no video stream")
