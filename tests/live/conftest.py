@@ -75,3 +75,11 @@ def http_server(servers: list[Server]) -> Callable[..., HttpServer]:
         return server.start()
 
     return make
+
+
+@pytest.fixture
+def config(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The test module's ``CONFIG`` pipelines text written to a file."""
+    path = tmp_path / "live.yaml"
+    path.write_text(request.module.CONFIG, encoding="utf-8")
+    return path

@@ -47,13 +47,6 @@ pipelines:
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "live.yaml"
-    path.write_text(CONFIG, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
 def mjpeg(http_server: Callable[..., HttpServer], clip: Path) -> Callable[..., HttpServer]:
     """mjpeg(*args) -> an MJPEG camera at http://127.0.0.1:PORT/stream.mjpg looping 100 frames."""
     return lambda *args: http_server("mjpeg", "/stream.mjpg", "--clip", str(clip), "--frames", "100", *args)

@@ -37,13 +37,6 @@ pipelines:
 """
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "live.yaml"
-    path.write_text(CONFIG, encoding="utf-8")
-    return path
-
-
 def _summary(proc: subprocess.CompletedProcess[str]) -> dict:
     try:
         return json.loads(proc.stdout)
