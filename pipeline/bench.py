@@ -368,7 +368,7 @@ def _mode_naive(plan: BenchPlan) -> dict[str, Any]:
 
     def camera(cam: int) -> None:
         try:
-            det, det_ad = parts.detect, parts.detect.adapter
+            det_ad = parts.detect.adapter
             det_hw, det_nchw = _input_hw(det_model)
             det_req, n_det = det_model.create_infer_request(), len(det_model.outputs)
             if reg_model is not None:
@@ -424,26 +424,14 @@ def _run_cameras(camera: Callable[[int], None], cameras: int, clock: Any, errors
 def _ppp_compile(core: Any, part: _ModelPart) -> Any:
     """The model with u8 NHWC input and conversion/normalisation inside (PrePostProcessor),
     compiled with the THROUGHPUT hint: what a user who read the OpenVINO docs writes."""
-    import openvino as ov
-    from openvino.preprocess import ColorFormat, PrePostProcessor
+    from pipeline.engine import with_preprocessing
 
     model = core.read_model(str(part.path))
-    spec = part.adapter.input_spec
     shape = list(model.input(0).get_partial_shape().to_shape())
     layout = "NCHW" if shape[1] == 3 and shape[3] != 3 else "NHWC"
-    colors = {"BGR": ColorFormat.BGR, "RGB": ColorFormat.RGB}
-    ppp = PrePostProcessor(model)
-    ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(
-        colors[spec.host_color])
-    ppp.input().model().set_layout(ov.Layout(layout))
-    pre = ppp.input().preprocess().convert_element_type(ov.Type.f32)
-    if spec.host_color != spec.model_color:
-        pre.convert_color(colors[spec.model_color])
-    if spec.mean is not None:
-        pre.mean(list(spec.mean))
-    if spec.scale is not None:
-        pre.scale(list(spec.scale))
-    return core.compile_model(ppp.build(), part.device, {"PERFORMANCE_HINT": "THROUGHPUT"})
+    hw = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
+    model = with_preprocessing(model, part.adapter.input_spec, layout, hw)
+    return core.compile_model(model, part.device, {"PERFORMANCE_HINT": "THROUGHPUT"})
 
 
 def _mode_hand_tuned(plan: BenchPlan) -> dict[str, Any]:

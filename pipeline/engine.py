@@ -219,8 +219,6 @@ class Engine:
 
     def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
                  config: dict[str, Any]) -> LoadedModel:
-        import openvino as ov
-        from openvino.preprocess import ColorFormat, PrePostProcessor
 
         if not path.is_file():
             raise EngineError(f"model file not found: {path}")
@@ -254,33 +252,7 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
             raise EngineError(f"model {path} cannot take the input size this stage's decoder gives "
                               f"({shape}, {layout}): {_ov_reason(exc)}") from None
-        ppp = PrePostProcessor(model)
-        ti = ppp.input()
-        colors = {"BGR": ColorFormat.BGR, "RGB": ColorFormat.RGB}
-        ti.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(colors[spec.host_color])
-        ti.model().set_layout(ov.Layout(layout))
-        pre = ti.preprocess()
-        if spec.resize_from is not None:
-            from openvino.preprocess import PaddingMode, ResizeAlgorithm
-
-            ti.tensor().set_shape([1, spec.resize_from[0], spec.resize_from[1], 3])
-            ih, iw = spec.inner or (h, w)
-            pre.resize(ResizeAlgorithm.RESIZE_LINEAR, ih, iw)
-            pre.convert_element_type(ov.Type.f32)  # OpenVINO pads float tensors only
-            if (ih, iw) != (h, w):
-                top, left = spec.pad_top_left
-                pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], 0.0, PaddingMode.CONSTANT)
-        else:
-            pre.convert_element_type(ov.Type.f32)
-        if spec.host_color != spec.model_color:
-            pre.convert_color(colors[spec.model_color])
-        if spec.mean is not None:
-            pre.mean(list(spec.mean))
-        if spec.scale is not None:
-            pre.scale(list(spec.scale))
-        for i in range(len(model.outputs)):
-            ppp.output(i).tensor().set_element_type(ov.Type.f32)
-        model = ppp.build()
+        model = with_preprocessing(model, spec, layout, (h, w))
         props: dict[str, Any] = {"PERFORMANCE_HINT": hint, **config}
         if device.upper().startswith("MULTI") or hint == "CUMULATIVE_THROUGHPUT":
             # OpenVINO 2026.4: MULTI models (also AUTO with CUMULATIVE_THROUGHPUT) imported from
@@ -322,6 +294,42 @@ def _check_model_file(path: Path) -> None:
     if not ok:
         raise EngineError(f"model {path} is not a valid {'ONNX' if framework == 'onnx' else 'TensorFlow Lite'} "
                           "model file")
+
+
+def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple[int, int]) -> Any:
+    """``model`` with uint8 NHWC input in ``spec.host_color`` and everything else inside it
+    (optional resize and padding, float conversion, colour order, mean and scale)."""
+    import openvino as ov
+    from openvino.preprocess import ColorFormat, PrePostProcessor
+
+    h, w = input_hw
+    ppp = PrePostProcessor(model)
+    ti = ppp.input()
+    colors = {"BGR": ColorFormat.BGR, "RGB": ColorFormat.RGB}
+    ti.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(colors[spec.host_color])
+    ti.model().set_layout(ov.Layout(layout))
+    pre = ti.preprocess()
+    if spec.resize_from is not None:
+        from openvino.preprocess import PaddingMode, ResizeAlgorithm
+
+        ti.tensor().set_shape([1, spec.resize_from[0], spec.resize_from[1], 3])
+        ih, iw = spec.inner or (h, w)
+        pre.resize(ResizeAlgorithm.RESIZE_LINEAR, ih, iw)
+        pre.convert_element_type(ov.Type.f32)  # OpenVINO pads float tensors only
+        if (ih, iw) != (h, w):
+            top, left = spec.pad_top_left
+            pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], 0.0, PaddingMode.CONSTANT)
+    else:
+        pre.convert_element_type(ov.Type.f32)
+    if spec.host_color != spec.model_color:
+        pre.convert_color(colors[spec.model_color])
+    if spec.mean is not None:
+        pre.mean(list(spec.mean))
+    if spec.scale is not None:
+        pre.scale(list(spec.scale))
+    for i in range(len(model.outputs)):
+        ppp.output(i).tensor().set_element_type(ov.Type.f32)
+    return ppp.build()
 
 
 def _ov_reason(exc: BaseException) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import cv2
 import numpy as np
 
 from pipeline.engine import InputSpec

@@ -5,19 +5,17 @@ lifecycle (to see the ``restart`` error policy close and reopen it)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 from pydantic import Field
 
 from pipeline.testing import Fail
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import ROOT, cli_env, one_error_line, succeeded  # noqa: F401 - re-exported
+from tests.cli import vapipe as run_cli
 
 #: 768x432, 12.5 fps, 377 frames, H.264; the 'moov' box is before 'mdat' (fast start)
 CAR_CLIP = "car-detection.mp4"
@@ -31,32 +29,9 @@ HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"
 TIMEOUT_S = 60.0
 
 
-def cli_env(models_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["VAPIPE_MODELS_DIR"] = str(models_dir)
-    env.pop("VAPIPE_DEBUG", None)
-    return env
-
-
 def vapipe(env: dict[str, str], *args: str | Path, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """``python -m pipeline ARGS`` from the project root; raises TimeoutExpired on a hang."""
-    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    """The command failed and said why in exactly one line on stderr, without a traceback."""
-    assert proc.returncode != 0, f"expected a failure, got exit 0\nstdout: {proc.stdout[-2000:]}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{proc.stderr}"
-    assert lines[0].startswith("vapipe: error: "), lines[0]
-    return lines[0]
-
-
-def succeeded(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstderr: {proc.stderr}\nstdout: {proc.stdout[-2000:]}"
-    return proc
+    """The CLI with the fault tests' hang limit."""
+    return run_cli(env, *args, timeout=timeout)
 
 
 def summary(proc: subprocess.CompletedProcess[str]) -> dict:

@@ -195,3 +195,43 @@ def read_jsonl(path: Path) -> tuple[list[dict], list[dict]]:
             continue
         (events if "event" in rec else frames).append(rec)
     return frames, events
+
+
+def json_summary(proc: subprocess.CompletedProcess[str]) -> dict:
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}") from None
+
+
+def source_stats(summary: dict, name: str) -> dict:
+    return next(s for s in summary["sources"] if s["source"] == name)
+
+
+def event_states(events: list[dict]) -> list[str]:
+    return [e["event"] for e in events]
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"vapipe ended (exit {proc.returncode}) while waiting for {what}: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str, str]:
+    """SIGINT (finish frames in flight, close outputs), then wait; SIGKILL if it hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"vapipe did not stop within {timeout} s after SIGINT:\n{err}") from None
+    return proc.returncode, out, err

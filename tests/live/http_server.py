@@ -38,7 +38,11 @@ import signal
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import (
+    BaseHTTPRequestHandler,
+    SimpleHTTPRequestHandler,
+    ThreadingHTTPServer,
+)
 
 BOUNDARY = "frame"
 

@@ -31,8 +31,18 @@ from typing import Callable
 
 import pytest
 
-from .helpers import HttpServer, Server, free_port, read_jsonl, vapipe, vapipe_popen
-from .test_rtsp import _finish, _source, _states, _summary, _wait_for
+from .helpers import (
+    HttpServer,
+    Server,
+    event_states,
+    finish,
+    json_summary,
+    read_jsonl,
+    source_stats,
+    vapipe,
+    vapipe_popen,
+    wait_for,
+)
 
 WIDTH, HEIGHT = 768, 432
 HLS_FRAMES = 80  # 8 s of the clip: 4 segments of 2 s
@@ -104,14 +114,14 @@ def test_mjpeg_max_frames(mjpeg, tmp_path: Path) -> None:
     proc = vapipe("run", "persons", "--source", server.url, "--max-frames", "50", "--output", str(out),
                   "--json", "--no-progress", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    summary = _summary(proc)
-    src = _source(summary, "stream")
+    summary = json_summary(proc)
+    src = source_stats(summary, "stream")
     assert src["frames"] == 50 and src["error"] is None, src
     assert src["events"] == {"connecting": 1, "streaming": 1}, src
     assert src["decode_errors"] == 0, src
     frames, events = read_jsonl(out / "stream.jsonl")
     assert len(frames) == 50
-    assert _states(events) == ["connecting", "streaming"]
+    assert event_states(events) == ["connecting", "streaming"]
     assert {(f["width"], f["height"]) for f in frames} == {(WIDTH, HEIGHT)}
     assert [f["seq"] for f in frames] == list(range(50))
     assert summary["wall_s"] >= 4.0, summary  # 50 frames of a 10 fps camera take ~5 s
@@ -129,20 +139,20 @@ def test_mjpeg_server_killed_and_restarted(mjpeg, config: Path, tmp_path: Path) 
                         "--set", "decode.read_timeout_s=2", "--set", "decode.open_timeout_s=2",
                         "--set", "decode.reconnect={initial_s: 0.3, max_s: 1.0}")
     try:
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 10, 20, "10 frames", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 10, 20, "10 frames", proc)
         server.kill()
-        _wait_for(lambda: "reconnecting" in _states(read_jsonl(jsonl)[1]), 10, "reconnecting", proc)
+        wait_for(lambda: "reconnecting" in event_states(read_jsonl(jsonl)[1]), 10, "reconnecting", proc)
         time.sleep(1.0)
         server.start()
         before = len(read_jsonl(jsonl)[0])
-        _wait_for(lambda: _states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 15, "streaming again", proc)
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= before + 10, 10, "10 more frames", proc)
+        wait_for(lambda: event_states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 15, "streaming again", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= before + 10, 10, "10 more frames", proc)
     finally:
-        code, stdout, stderr = _finish(proc)
+        code, stdout, stderr = finish(proc)
     assert code == 0, stderr
-    src = _source(json.loads(stdout), "stream")
+    src = source_stats(json.loads(stdout), "stream")
     events = read_jsonl(jsonl)[1]
-    states = _states(events)
+    states = event_states(events)
     print(f"\nevents: {states}\nreconnect_s: {src['reconnect_s']}")
     assert states[:2] == ["connecting", "streaming"], states
     assert states[2] in ("ended", "stalled"), states
@@ -187,7 +197,7 @@ def test_hls_max_frames(hls, tmp_path: Path) -> None:
     proc = vapipe("run", "persons", "--source", server.url, "--max-frames", "40", "--output", str(out),
                   "--json", "--no-progress", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    src = _source(_summary(proc), "index")
+    src = source_stats(json_summary(proc), "index")
     assert src["frames"] == 40 and src["error"] is None, src
     frames, _ = read_jsonl(out / "index.jsonl")
     assert len(frames) == 40
@@ -202,7 +212,7 @@ def test_hls_vod_as_file_reads_every_frame(hls, config: Path, tmp_path: Path) ->
     proc = vapipe("run", "events", "--config", str(config), "--source", server.url, "--output", str(out),
                   "--json", "--no-progress", "--set", "decode.live=false", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    src = _source(_summary(proc), "index")
+    src = source_stats(json_summary(proc), "index")
     frames, events = read_jsonl(out / "index.jsonl")
     assert src["frames"] == src["decoded"] == HLS_FRAMES and src["dropped"] == 0, src
     assert [f["seq"] for f in frames] == list(range(HLS_FRAMES))
@@ -220,10 +230,10 @@ def test_hls_vod_as_live_source_ends(hls, config: Path, tmp_path: Path) -> None:
     proc = vapipe("run", "events", "--config", str(config), "--source", server.url, "--output", str(out),
                   "--json", "--no-progress", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    summary = _summary(proc)
-    src = _source(summary, "index")
+    summary = json_summary(proc)
+    src = source_stats(summary, "index")
     frames, events = read_jsonl(out / "index.jsonl")
-    assert _states(events) == ["connecting", "streaming", "ended"], events
+    assert event_states(events) == ["connecting", "streaming", "ended"], events
     assert "#EXT-X-ENDLIST" in events[-1]["reason"], events[-1]
     assert src["decoded"] == HLS_FRAMES and src["frames"] + src["dropped"] == HLS_FRAMES, src
     assert len(frames) == src["frames"] > 0 and src["error"] is None, src
@@ -243,14 +253,14 @@ def test_hls_live_playlist_reconnects(hls, config: Path, tmp_path: Path) -> None
                         "--json", "--no-progress", "--set", "decode.read_timeout_s=2",
                         "--set", "decode.open_timeout_s=2")
     try:
-        _wait_for(lambda: _states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 25, "a second connection", proc)
+        wait_for(lambda: event_states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 25, "a second connection", proc)
     finally:
-        code, stdout, stderr = _finish(proc)
+        code, stdout, stderr = finish(proc)
     assert code == 0, stderr
-    states = _states(read_jsonl(jsonl)[1])
+    states = event_states(read_jsonl(jsonl)[1])
     assert states[:2] == ["connecting", "streaming"] and states[2] in ("ended", "stalled"), states
     assert states[3] == "connecting", states
-    assert _source(json.loads(stdout), "index")["error"] is None
+    assert source_stats(json.loads(stdout), "index")["error"] is None
 
 
 # 3. RTSP over UDP --------------------------------------------------------------------------------
@@ -290,21 +300,21 @@ def test_rtsp_over_udp(rtsp_server: Server, config: Path, tmp_path: Path) -> Non
                         "--set", "decode.transport=udp")
     udp: set[int] = set()
     try:
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 5, 20, "5 frames", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 5, 20, "5 frames", proc)
         udp = _udp_ports(proc.pid)
         stdout, stderr = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
-        _finish(proc)
+        finish(proc)
         raise AssertionError("vapipe did not finish 40 frames within 20 s") from None
     finally:
         if proc.poll() is None:
-            _finish(proc)
+            finish(proc)
     assert proc.returncode == 0, stderr
     assert udp, "no UDP socket in the vapipe process while streaming"
-    src = _source(json.loads(stdout), "cam")
+    src = source_stats(json.loads(stdout), "cam")
     assert src["frames"] == 40 and src["error"] is None, src
     frames, events = read_jsonl(jsonl)
-    assert _states(events) == ["connecting", "streaming"], events
+    assert event_states(events) == ["connecting", "streaming"], events
     assert {(f["width"], f["height"]) for f in frames} == {(WIDTH, HEIGHT)}
 
 
@@ -321,9 +331,9 @@ def test_undecodable_packets_trigger_reconnect(mjpeg, config: Path, tmp_path: Pa
                   "--json", "--no-progress", "--max-frames", "40", "--set", "decode.max_decode_errors=10",
                   "--set", "decode.reconnect={initial_s: 0.3, max_s: 0.6, jitter: 0}", timeout=30)
     assert proc.returncode == 0, proc.stderr
-    src = _source(_summary(proc), "stream")
+    src = source_stats(json_summary(proc), "stream")
     frames, events = read_jsonl(out / "stream.jsonl")
-    states = _states(events)
+    states = event_states(events)
     print(f"\nevents: {states}\ndecode_errors: {src['decode_errors']}")
     assert states == ["connecting", "streaming", "stalled", "connecting", "reconnecting", "connecting",
                       "reconnecting", "connecting", "streaming"], events

@@ -8,15 +8,24 @@ H.264 clip in real time; the stall servers are plain Python.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import Server, free_port, read_jsonl, vapipe, vapipe_popen
+from .helpers import (
+    Server,
+    event_states,
+    finish,
+    free_port,
+    json_summary,
+    read_jsonl,
+    source_stats,
+    vapipe,
+    vapipe_popen,
+    wait_for,
+)
 
 CLIP_FPS = 10.0
 
@@ -35,46 +44,6 @@ pipelines:
         params: {sleep_ms: 250}
       - {name: metadata, type: metadata}
 """
-
-
-def _summary(proc: subprocess.CompletedProcess[str]) -> dict:
-    try:
-        return json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"no JSON summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}") from None
-
-
-def _source(summary: dict, name: str) -> dict:
-    return next(s for s in summary["sources"] if s["source"] == name)
-
-
-def _states(events: list[dict]) -> list[str]:
-    return [e["event"] for e in events]
-
-
-def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"vapipe ended (exit {proc.returncode}) while waiting for {what}: "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str, str]:
-    """SIGINT (finish frames in flight, close outputs), then wait; SIGKILL if it hangs."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"vapipe did not stop within {timeout} s after SIGINT:\n{err}") from None
-    return proc.returncode, out, err
 
 
 class _LineCounter(threading.Thread):
@@ -133,12 +102,12 @@ def test_rtsp_max_frames(rtsp_server: Server, tmp_path: Path) -> None:
     proc = vapipe("run", "persons", "--source", rtsp_server.url, "--max-frames", "100", "--output", str(out),
                   "--json", "--no-progress", timeout=90)
     assert proc.returncode == 0, proc.stderr
-    src = _source(_summary(proc), "cam")
+    src = source_stats(json_summary(proc), "cam")
     assert src["frames"] == 100, src
     assert src["events"].get("connecting") == 1 and src["events"].get("streaming") == 1, src
     frames, events = read_jsonl(out / "cam.jsonl")
     assert len(frames) == 100
-    assert _states(events) == ["connecting", "streaming"]
+    assert event_states(events) == ["connecting", "streaming"]
     assert (frames[0]["width"], frames[0]["height"]) == (768, 432)
     assert any(f["objects"] for f in frames), "the clip shows a person; nothing was detected"
 
@@ -166,22 +135,22 @@ def test_rtsp_restarts_while_file_camera_keeps_its_rate(rtsp_server: Server, cli
     counter.start()
     kills: list[float] = []
     try:
-        streaming = lambda: _states(read_jsonl(cam_jsonl)[1]).count("streaming")  # noqa: E731
+        streaming = lambda: event_states(read_jsonl(cam_jsonl)[1]).count("streaming")  # noqa: E731
         for i in range(10):
-            _wait_for(lambda: streaming() >= i + 1, 30, f"streaming #{i + 1}", proc)
+            wait_for(lambda: streaming() >= i + 1, 30, f"streaming #{i + 1}", proc)
             time.sleep(0.5)  # frames flow for a moment, then the camera "loses power"
             rtsp_server.kill()
             kills.append(time.monotonic())
             time.sleep(1.0)
             rtsp_server.start()
-        _wait_for(lambda: streaming() >= 11, 30, "streaming #11", proc)
+        wait_for(lambda: streaming() >= 11, 30, "streaming #11", proc)
         time.sleep(1.0)
     finally:
         counter.stop()
-        code, stdout, stderr = _finish(proc)
+        code, stdout, stderr = finish(proc)
     assert code == 0, stderr
     summary = json.loads(stdout)
-    cam, filecam = _source(summary, "cam"), _source(summary, clip.stem)
+    cam, filecam = source_stats(summary, "cam"), source_stats(summary, clip.stem)
     print(f"\nrtsp events: {cam['events']}\nreconnect_s: {cam['reconnect_s']}\n"
           f"rtsp frames {cam['frames']} dropped {cam['dropped']}; "
           f"file frames {filecam['frames']} fps {filecam['fps']} dropped {filecam['dropped']}")
@@ -217,7 +186,7 @@ def test_stalled_open_gives_up(make_server, mode: str, config: Path, tmp_path: P
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"vapipe: error: gave up on {server.url} after 2 attempts: "), proc.stderr
     _, events = read_jsonl(out / "cam.jsonl")
-    assert _states(events) == ["connecting", "reconnecting", "connecting", "gave_up"], events
+    assert event_states(events) == ["connecting", "reconnecting", "connecting", "gave_up"], events
     assert events[1]["delay_s"] > 0
     # an open = avformat_open_input + avformat_find_stream_info, each bounded by open_timeout_s
     for start, end in ((events[0], events[1]), (events[2], events[3])):
@@ -239,10 +208,10 @@ def test_stream_stalls_mid_run(rtsp_server: Server, config: Path, tmp_path: Path
                         "--set", "decode.read_timeout_s=2", "--set", "decode.open_timeout_s=2",
                         "--set", "decode.reconnect={initial_s: 0.5, max_s: 2.0}")
     try:
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 20, 30, "20 frames", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 20, 30, "20 frames", proc)
         rtsp_server.pause()
         paused = time.monotonic()
-        _wait_for(lambda: "reconnecting" in _states(read_jsonl(jsonl)[1]), 20, "reconnecting", proc)
+        wait_for(lambda: "reconnecting" in event_states(read_jsonl(jsonl)[1]), 20, "reconnecting", proc)
         time.sleep(max(0.0, paused + 6 - time.monotonic()))
         if resume == "sigcont":
             rtsp_server.resume()
@@ -251,14 +220,14 @@ def test_stream_stalls_mid_run(rtsp_server: Server, config: Path, tmp_path: Path
             rtsp_server.start()
         resumed = time.monotonic()
         before = len(read_jsonl(jsonl)[0])
-        _wait_for(lambda: _states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 30, "streaming again", proc)
+        wait_for(lambda: event_states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 30, "streaming again", proc)
         recovered = time.monotonic()
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= before + 20, 20, "20 more frames", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= before + 20, 20, "20 more frames", proc)
     finally:
-        code, stdout, stderr = _finish(proc)
+        code, stdout, stderr = finish(proc)
     assert code == 0, stderr
-    cam = _source(json.loads(stdout), "cam")
-    states = _states(read_jsonl(jsonl)[1])
+    cam = source_stats(json.loads(stdout), "cam")
+    states = event_states(read_jsonl(jsonl)[1])
     print(f"\nevents: {states}\nreconnect_s: {cam['reconnect_s']}; recovered {recovered - resumed:.2f} s "
           "after the server resumed")
     assert states[:3] == ["connecting", "streaming", "stalled"], states
@@ -280,16 +249,16 @@ def test_quick_recovery_counts_the_down_time(rtsp_server: Server, config: Path, 
                         "--output", str(out), "--json", "--no-progress",
                         "--set", "decode.read_timeout_s=2", "--set", "decode.open_timeout_s=5")
     try:
-        _wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 10, 30, "10 frames", proc)
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 10, 30, "10 frames", proc)
         rtsp_server.pause()
-        _wait_for(lambda: "stalled" in _states(read_jsonl(jsonl)[1]), 20, "stalled", proc)
+        wait_for(lambda: "stalled" in event_states(read_jsonl(jsonl)[1]), 20, "stalled", proc)
         rtsp_server.resume()
-        _wait_for(lambda: _states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 30, "streaming again", proc)
+        wait_for(lambda: event_states(read_jsonl(jsonl)[1]).count("streaming") >= 2, 30, "streaming again", proc)
     finally:
-        code, stdout, stderr = _finish(proc)
+        code, stdout, stderr = finish(proc)
     assert code == 0, stderr
-    cam = _source(json.loads(stdout), "cam")
-    states = _states(read_jsonl(jsonl)[1])
+    cam = source_stats(json.loads(stdout), "cam")
+    states = event_states(read_jsonl(jsonl)[1])
     assert states == ["connecting", "streaming", "stalled", "connecting", "streaming"], states
     assert len(cam["reconnect_s"]) == 1 and 0 < cam["reconnect_s"][0] < 10, cam
 
@@ -307,7 +276,7 @@ def test_unreachable_port_backs_off_and_gives_up(config: Path, tmp_path: Path) -
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].startswith(f"vapipe: error: gave up on {url} after 5 attempts: ")
     _, events = read_jsonl(out / "cam.jsonl")
-    assert _states(events) == ["connecting", "reconnecting"] * 4 + ["connecting", "gave_up"], events
+    assert event_states(events) == ["connecting", "reconnecting"] * 4 + ["connecting", "gave_up"], events
     delays = [e["delay_s"] for e in events if e["event"] == "reconnecting"]
     assert delays == [0.2, 0.4, 0.8, 1.0], delays
     assert [e["attempt"] for e in events if e["event"] == "connecting"] == [1, 2, 3, 4, 5]
@@ -324,8 +293,8 @@ def test_unreachable_camera_does_not_stop_the_others(config: Path, clip: Path, t
                   "--output", str(out), "--json", "--no-progress", "--max-frames", "60",
                   "--set", "decode.realtime=true",
                   "--set", "decode.reconnect={initial_s: 0.2, max_s: 0.5, max_attempts: 3}", timeout=60)
-    summary = _summary(proc)
-    cam, filecam = _source(summary, "cam"), _source(summary, clip.stem)
+    summary = json_summary(proc)
+    cam, filecam = source_stats(summary, "cam"), source_stats(summary, clip.stem)
     assert cam["error"] and "gave up" in cam["error"], cam
     assert filecam["frames"] == 60 and filecam["error"] is None, filecam
     assert cam["events"] == {"connecting": 3, "reconnecting": 2, "gave_up": 1}, cam
@@ -358,9 +327,9 @@ def test_slow_stage_live_drops_with_bounded_memory(rtsp_server: Server, config: 
                 rss.append((time.monotonic() - t0, value))
             time.sleep(0.5)
     finally:
-        code, stdout, stderr = _finish(proc) if proc.poll() is None else (proc.returncode, *proc.communicate())
+        code, stdout, stderr = finish(proc) if proc.poll() is None else (proc.returncode, *proc.communicate())
     assert code == 0, stderr
-    cam = _source(json.loads(stdout), "cam")
+    cam = source_stats(json.loads(stdout), "cam")
     frames, _ = read_jsonl(out / "cam.jsonl")
     steady = [v for t, v in rss if t >= 8]  # after connecting, probing and the first frames
     growth = max(steady) - steady[0]
@@ -379,7 +348,7 @@ def test_slow_stage_file_source_drops_nothing(config: Path, clip: Path, tmp_path
     proc = vapipe("run", "slow", "--config", str(config), "--source", str(clip), "--output", str(out),
                   "--json", "--no-progress", "--max-frames", "40", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    src = _source(_summary(proc), clip.stem)
+    src = source_stats(json_summary(proc), clip.stem)
     frames, _ = read_jsonl(out / f"{clip.stem}.jsonl")
     assert src["frames"] == src["decoded"] == 40 and src["dropped"] == 0, src
     assert [f["seq"] for f in frames] == list(range(40))

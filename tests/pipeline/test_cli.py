@@ -8,17 +8,17 @@ written (JSON Lines records, MP4 frames and timestamps).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import ROOT, one_error_line, vapipe
+from tests.cli import cli_env as make_env
+
 BUILTIN_TYPES = ("classify", "decode", "detect", "encode", "metadata")
 RECORD_KEYS = {"source", "seq", "pts_time", "width", "height", "objects"}
 OBJECT_KEYS = {"label", "score", "box", "track_id", "attributes"}
@@ -31,25 +31,7 @@ HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 480x270, 12.5 
 # helpers ---------------------------------------------------------------------------------
 @pytest.fixture
 def cli_env(models_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["VAPIPE_MODELS_DIR"] = str(models_dir)
-    env.pop("VAPIPE_DEBUG", None)
-    return env
-
-
-def vapipe(env: dict[str, str], *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    """The run failed and said why in exactly one line on stderr."""
-    assert proc.returncode != 0, f"expected a failure, got exit 0\nstdout: {proc.stdout}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{proc.stderr}"
-    assert lines[0].startswith("vapipe: error: "), lines[0]
-    return lines[0]
+    return make_env(models_dir)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import one_error_line, vapipe
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +18,6 @@ def env(models_dir: Path) -> dict[str, str]:
     e = dict(os.environ)
     e["VAPIPE_MODELS_DIR"] = str(models_dir)
     return e
-
-
-def vapipe(env: dict[str, str], *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vapipe: error: "), proc.stderr
-    return lines[0]
 
 
 def test_tune_writes_overrides_that_run_accepts(env: dict[str, str], videos_dir: Path, tmp_path: Path) -> None:

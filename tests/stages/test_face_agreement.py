@@ -23,7 +23,6 @@ from pipeline.models import resolve_model
 from pipeline.config import load_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
-from stages.detect import Detect
 from stages.models.blazeface import BlazeFace
 from stages.models.nms import iou_matrix
 
