@@ -84,6 +84,52 @@ class Job:
         self.error: BaseException | None = None
 
 
+class _Request:
+    """One infer request with its own input buffer and output views.
+
+    For a static input shape the request is bound once to a uint8 buffer owned
+    here, and each job copies its image into it (a few microseconds for model-size
+    images, and no new tensor object per frame).  Outputs of static shape are
+    read through numpy views taken once; dynamic ones are fetched after each run.
+    """
+
+    __slots__ = ("request", "_buffer", "_bound", "_n_out", "_views")
+
+    def __init__(self, model: LoadedModel) -> None:
+        self.request = model.compiled.create_infer_request()
+        port = model.compiled.input(0)
+        shape = port.get_partial_shape()
+        self._buffer = np.empty(shape.to_shape(), np.uint8) if shape.is_static else None
+        self._bound = False
+        self._n_out = len(model.output_names)
+        static_out = all(o.get_partial_shape().is_static for o in model.compiled.outputs)
+        self._views: list[np.ndarray] | None = (
+            [self.request.get_output_tensor(i).data for i in range(self._n_out)] if static_out else None)
+
+    def feed(self, image: np.ndarray) -> np.ndarray | None:
+        """Set ``image`` (1, H, W, C) as input; returns the array the request reads, if shared."""
+        import openvino as ov
+
+        buf = self._buffer
+        if buf is not None and image.shape == buf.shape:
+            np.copyto(buf, image)
+            if not self._bound:
+                self.request.set_input_tensor(ov.Tensor(buf, shared_memory=True))
+                self._bound = True
+            return None
+        if not image.flags.c_contiguous:
+            image = np.ascontiguousarray(image)
+        self.request.set_input_tensor(ov.Tensor(image, shared_memory=True))
+        self._bound = False
+        return image
+
+    def outputs(self) -> list[np.ndarray]:
+        """Views of the output tensors (valid until the request runs again)."""
+        if self._views is not None:
+            return self._views
+        return [self.request.get_output_tensor(i).data for i in range(self._n_out)]
+
+
 class RequestPool:
     """Requests of one camera on a shared compiled model.
 
@@ -95,37 +141,38 @@ class RequestPool:
 
     def __init__(self, model: LoadedModel, num_requests: int) -> None:
         self.model = model
-        self.size = num_requests
-        self._idle = [model.compiled.create_infer_request() for _ in range(num_requests)]
+        self.size = 0
+        self._idle: list[_Request] = []
         self._inflight: deque[Job] = deque()
+        self.grow(num_requests)
 
     def grow(self, size: int) -> None:
         """Add requests until the pool has ``size`` (never shrinks)."""
         while self.size < size:
-            self._idle.append(self.model.compiled.create_infer_request())
+            self._idle.append(_Request(self.model))
             self.size += 1
 
     def start(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Job:
-        """Start inference on ``image`` (uint8, (H, W, 3) or (1, H, W, 3)); the array
-        must stay unchanged until the job is finished (it is shared, not copied)."""
-        import openvino as ov
+        """Start inference on ``image`` (uint8, (H, W, 3) or (1, H, W, 3)).
 
+        An image of the model's static input shape is copied into the request's own
+        input buffer (so the caller may reuse it at once); any other shape (models
+        with dynamic input) is shared, not copied, and must stay unchanged until the
+        job is finished."""
         if not self._idle:
             self.finish(self._inflight[0])
-        request = self._idle.pop()
+        slot = self._idle.pop()
         if image.ndim == 3:
             image = image[None]
-        if not image.flags.c_contiguous:
-            image = np.ascontiguousarray(image)
-        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
-        request.start_async()
-        job = Job(request, postprocess)
-        job.result = image  # keep the input alive while the request reads it
+        keep = slot.feed(image)
+        slot.request.start_async()
+        job = Job(slot, postprocess)
+        job.result = keep  # keeps a shared input alive while the request reads it
         self._inflight.append(job)
         return job
 
     def is_done(self, job: Job) -> bool:
-        return job.done or job.request.wait_for(0)
+        return job.done or job.request.request.wait_for(0)
 
     def finish(self, job: Job) -> Any:
         """Wait for ``job`` and return its post-processed result."""
@@ -133,6 +180,20 @@ class RequestPool:
             if job.error is not None:
                 raise job.error
             return job.result
+        slot: _Request = job.request
+        slot.request.wait()
+        self._inflight.remove(job)
+        job.done = True
+        job.result = None
+        try:
+            job.result = job.postprocess(slot.outputs())
+        except (ValueError, IndexError) as exc:
+            # outputs the decoder cannot read (a model of another family): say which model
+            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
+            raise job.error from exc
+        finally:
+            self._idle.append(slot)
+        return job.result
         request = job.request
         request.wait()
         self._inflight.remove(job)

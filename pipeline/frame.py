@@ -218,7 +218,10 @@ class Frame:
 
         From a planar YUV 4:2:0 decoder frame each plane is warped on its own
         (the chroma planes with the matrix adjusted to their half resolution), so
-        only output pixels are computed and no full-frame conversion happens.
+        only output pixels are computed and no full-frame conversion happens.  For
+        limited-range frames and even output sizes the chroma is warped to half the
+        output size and the result converted once as I420 (each chroma sample then
+        covers 2x2 output pixels, as FFmpeg's scaler does for 4:2:0).
         """
         if fmt not in PIXEL_FORMATS:
             raise ValueError(f"unknown pixel format {fmt!r}; valid: {', '.join(PIXEL_FORMATS)}")
@@ -230,16 +233,29 @@ class Frame:
         if self._image is None and av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p"):
             full = av_frame.format.name == "yuvj420p"
             flags = dict(flags=cv2.INTER_LINEAR, borderMode=mode)
-            y = cv2.warpAffine(plane_array(av_frame.planes[0], av_frame.width), m, (width, height),
-                               borderValue=0 if full else 16, **flags)
+            luma = plane_array(av_frame.planes[0], av_frame.width)
+            cw = (av_frame.width + 1) // 2
+            if not full and fmt != "gray" and width % 2 == 0 and height % 2 == 0:
+                # Limited range, even size: chroma warped to half the output size and one
+                # I420 conversion.  Output chroma o covers output pixels 2o and 2o+1, as a
+                # source chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5):
+                # FFmpeg's scaler replicates chroma that way when it converts 4:2:0 to RGB.
+                mh = np.empty((2, 3))
+                mh[:, :2] = m[:, :2]
+                mh[:, 2] = (m[:, :2] @ np.array([0.5, 0.5]) + m[:, 2] - 0.5) / 2.0
+                i420, y, u, v = _i420_buffer(width, height)
+                cv2.warpAffine(luma, m, (width, height), dst=y, borderValue=16, **flags)
+                for plane, out in ((av_frame.planes[1], u), (av_frame.planes[2], v)):
+                    cv2.warpAffine(plane_array(plane, cw), mh, (width // 2, height // 2), dst=out,
+                                   borderValue=128, **flags)
+                return cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420 if fmt == "rgb24" else cv2.COLOR_YUV2BGR_I420)
+            y = cv2.warpAffine(luma, m, (width, height), borderValue=0 if full else 16, **flags)
             if fmt == "gray":
                 return y if full else cv2.LUT(y, _LUT_Y)
-            # A chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5), as
-            # FFmpeg's scaler replicates chroma when it converts a 4:2:0 frame to RGB.
+            # chroma warped to full output size (full range, odd sizes)
             mc = m.copy()
             mc[:, :2] *= 2.0
             mc[:, 2] += m[:, :2] @ np.array([0.5, 0.5])
-            cw = (av_frame.width + 1) // 2
             u = cv2.warpAffine(plane_array(av_frame.planes[1], cw), mc, (width, height), borderValue=128, **flags)
             v = cv2.warpAffine(plane_array(av_frame.planes[2], cw), mc, (width, height), borderValue=128, **flags)
             return _ycrcb_to(y, u, v, full, fmt)
@@ -256,6 +272,15 @@ def plane_array(plane: Any, width: int) -> np.ndarray:
     """View of one decoder plane as (height, width) uint8 without a copy."""
     arr = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
     return arr[:, :width]
+
+
+def _i420_buffer(width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An I420 image (height * 3 / 2, width) and views of its Y, U and V planes (even sizes)."""
+    buf = np.empty((height * 3 // 2, width), np.uint8)
+    flat = buf.reshape(-1)
+    n = width * height
+    return (buf, buf[:height], flat[n:n + n // 4].reshape(height // 2, width // 2),
+            flat[n + n // 4:].reshape(height // 2, width // 2))
 
 
 def _resize_yuv420(av_frame: Any, width: int, height: int, fmt: str) -> np.ndarray:

@@ -58,11 +58,12 @@ class Reconnect(BaseModel):
 
 
 class _Switch:
-    """Unit telling the decoder thread that the reader thread reconnected."""
+    """Unit telling the decoder thread that the reader thread reconnected (``reader``),
+    or that the stream it was reading ended (None): the old reader is flushed and retired."""
 
     __slots__ = ("reader",)
 
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: Reader | None) -> None:
         self.reader = reader
 
 
@@ -98,6 +99,8 @@ class Decode(SourceStage):
         self._reader: Reader | None = None          # used by the reader thread
         self._decoder: Reader | None = None         # used by the decoder thread
         self._retired: list[tuple[float, Reader]] = []  # replaced readers, closed a while later
+        self._retired_lock = threading.Lock()  # both threads close expired readers
+        self._continue_at: float | None = None  # timestamps of the next reader continue from here
         self._seq = 0
         self._reconnect_requested = False
         self.decode_errors = 0
@@ -136,14 +139,25 @@ class Decode(SourceStage):
         options = {"rtsp_transport": p.transport} if p.uri.lower().startswith("rtsp") else {}
         if self.live and "://" in p.uri:
             options.update(analyzeduration=str(int(p.probe_s * 1e6)), probesize="500000")
-        return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options)
+        return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options, stop=self.stop_event)
 
     def close(self) -> None:
-        readers = [r for r in (self._reader, self._decoder) if r is not None] + [r for _, r in self._retired]
+        with self._retired_lock:
+            retired, self._retired = self._retired, []
+        readers = [r for r in (self._reader, self._decoder) if r is not None] + [r for _, r in retired]
         for reader in {id(r): r for r in readers}.values():
             reader.close()
         self._reader = self._decoder = None
-        self._retired = []
+
+    def _close_expired(self) -> None:
+        """Close the readers retired more than ``RETIRE_AFTER_S`` ago (from either thread)."""
+        now = time.monotonic()
+        with self._retired_lock:
+            expired = []
+            while self._retired and now - self._retired[0][0] > RETIRE_AFTER_S:
+                expired.append(self._retired.pop(0)[1])
+        for reader in expired:
+            reader.close()
 
     @property
     def total_frames(self) -> int | None:  # type: ignore[override]
@@ -228,7 +242,10 @@ class Decode(SourceStage):
                 self._event("ended", reason="end of a finished playlist (#EXT-X-ENDLIST)")
                 return
             self._reconnect_requested = False
-            self._reader = None  # the decoder thread closes the old reader after the switch
+            self._reader = None
+            # The decoder thread flushes the old reader now and closes it a while later; a
+            # device that opens only once (a V4L2 camera) opens again after that.
+            yield _Switch(None)
             if not streaming:
                 failures += 1
                 self._retry_or_give_up(failures, f"no media after opening: {reason}")
@@ -244,6 +261,7 @@ class Decode(SourceStage):
         delay = policy.delay(failures - 1)
         self._event("reconnecting", attempt=failures, delay_s=round(delay, 3), reason=reason)
         self.stop_event.wait(delay)
+        self._close_expired()
 
     def _event(self, state: str, **info: Any) -> None:
         log.info("%s: %s %s", self.params.uri, state, info or "")
@@ -256,8 +274,8 @@ class Decode(SourceStage):
     # decoder thread --------------------------------------------------------------------
     def decode_unit(self, unit: Any) -> list[Frame]:
         """Frames decoded from one unit (None flushes); ``seq`` numbers are assigned here."""
-        if self._retired and time.monotonic() - self._retired[0][0] > RETIRE_AFTER_S:
-            self._retired.pop(0)[1].close()
+        if self._retired:
+            self._close_expired()
         if isinstance(unit, _Switch):
             decoded = self._switch(unit.reader)
         else:
@@ -282,7 +300,7 @@ class Decode(SourceStage):
             frames.append(f)
         return frames
 
-    def _switch(self, new: Reader) -> list:
+    def _switch(self, new: Reader | None) -> list:
         old = self._decoder
         flushed = []
         if old is not None:
@@ -290,13 +308,15 @@ class Decode(SourceStage):
                 flushed = old.decode(None)
             except Exception:  # noqa: BLE001 - the old stream is gone; its buffered frames may be too
                 flushed = []
-            after = old.last_time()
-            if after is not None:
-                new.continue_after(after)
+            self._continue_at = old.last_time()
             if old is not self._reader:
                 # Closed later, not now: frames decoded from it may still be in flight
-                # downstream, and FFmpeg objects are safest released when nothing uses them.
-                self._retired.append((time.monotonic(), old))
+                # downstream (decoded pictures may point into a camera's capture buffers).
+                with self._retired_lock:
+                    self._retired.append((time.monotonic(), old))
+        if new is not None and self._continue_at is not None:
+            new.continue_after(self._continue_at)
+            self._continue_at = None
         self._decoder = new
         return flushed
 

@@ -18,8 +18,8 @@ from pipeline.frame import Detections, Frame
 
 from .base import DetectorAdapter, Letterbox, register
 from .nms import weighted_nms
-from .ssd_anchors import (FACE_SHORT_RANGE, SsdAnchorConfig, decode_ssd, generate_anchors, sigmoid_scores,
-                          split_outputs)
+from .ssd_anchors import (FACE_SHORT_RANGE, SsdAnchorConfig, decode_ssd, generate_anchors, indices_above,
+                          sigmoid_scores, split_outputs)
 
 __all__ = ["BlazeFace", "MediaPipeSsd", "FACE_KEYPOINTS"]
 
@@ -86,8 +86,7 @@ class MediaPipeSsd(DetectorAdapter):
         if len(reg) != len(all_anchors):
             raise ValueError(f"{type(self).__name__}: model has {len(reg)} boxes but the anchor grid "
                              f"{cfg.input_size_width}x{cfg.input_size_height} has {len(all_anchors)}")
-        scores = sigmoid_scores(logits, self.score_clip)
-        keep = np.flatnonzero(scores >= self.score_threshold)
+        keep = indices_above(logits, self.score_threshold, self.score_clip)
         if len(keep) == 0:
             empty = np.zeros((0, 4), np.float32)
             return empty, np.zeros((0,), np.float32), np.zeros((0, self.num_keypoints, 2), np.float32)
@@ -95,7 +94,7 @@ class MediaPipeSsd(DetectorAdapter):
         scales = (float(cfg.input_size_width), float(cfg.input_size_height),
                   float(cfg.input_size_width), float(cfg.input_size_height))
         boxes, kps = decode_ssd(reg[keep], anchors, scales, self.num_keypoints, input_hw)
-        sc = scores[keep]
+        sc = sigmoid_scores(logits[keep], self.score_clip)
         w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
         ok = (w >= 0) & (h >= 0) & np.isfinite(w) & np.isfinite(h)
         merged = weighted_nms(boxes[ok], sc[ok], self.iou_threshold, kps[ok], self.max_objects)

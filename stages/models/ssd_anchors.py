@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["SsdAnchorConfig", "generate_anchors", "decode_ssd", "sigmoid_scores", "split_outputs",
+__all__ = ["SsdAnchorConfig", "generate_anchors", "decode_ssd", "sigmoid_scores", "indices_above", "split_outputs",
            "FACE_SHORT_RANGE", "POSE_DETECTION"]
 
 
@@ -128,6 +128,22 @@ def decode_ssd(raw: np.ndarray, anchors: np.ndarray, scales: tuple[float, float,
     kp = raw[:, 4:4 + 2 * num_keypoints].reshape(-1, num_keypoints, 2)
     kp = (kp / np.array([xs, ys], np.float32) * np.stack([aw, ah], -1) + np.stack([ax, ay], -1)) * size
     return boxes.astype(np.float32), kp.astype(np.float32)
+
+
+def indices_above(logits: np.ndarray, threshold: float, clip: float = 100.0) -> np.ndarray:
+    """Indices of the logits whose :func:`sigmoid_scores` reach ``threshold``, found on the
+    logits themselves (the sigmoid is monotonic), so only those need a sigmoid."""
+    x = np.asarray(logits).reshape(-1)
+    if threshold <= 0.0:
+        return np.arange(len(x))
+    if threshold >= 1.0:
+        return np.flatnonzero(sigmoid_scores(x, clip) >= threshold)
+    cut = math.log(threshold / (1.0 - threshold))
+    if cut > clip:
+        return np.zeros((0,), np.int64)
+    # a small margin, then the exact test on the few candidates (float32 rounding at the cut)
+    near = np.flatnonzero(x >= cut - 1e-3)
+    return near[sigmoid_scores(x[near], clip) >= threshold]
 
 
 def sigmoid_scores(logits: np.ndarray, clip: float = 100.0) -> np.ndarray:

@@ -3,32 +3,47 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from fractions import Fraction
 from typing import Any, Iterator
 
 from .base import LOOP, Decoded, Reader, SourceError
 
+#: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
+AVFMT_FLAG_NONBLOCK = 0x0004
+#: how often a non-blocking device is asked again for a frame
+POLL_S = 0.005
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".gif", ".webm", ".ts", ".m4v", ".mpg", ".mpeg", ".flv")
 
 
 class VideoReader(Reader):
     """An opened container; ``timeouts`` = (open, read) seconds, enforced by FFmpeg's
-    interrupt callback, so a server that accepts and then sends nothing cannot block."""
+    interrupt callback, so a server that accepts and then sends nothing cannot block.
+
+    A V4L2 camera blocks inside the kernel, out of that callback's reach: it is opened
+    non-blocking and polled every ``POLL_S`` until a frame comes, the read timeout
+    passes or ``stop`` is set.
+    """
 
     def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
-                 options: dict[str, str] | None = None) -> None:
+                 options: dict[str, str] | None = None, stop: threading.Event | None = None) -> None:
         import av
 
         self.uri = uri
+        self.read_timeout_s = timeouts[1]
+        self._stop = stop
         fmt = None
         if uri.startswith("/dev/video"):
             fmt = "v4l2"
+            options = {"fflags": f"+{AVFMT_FLAG_NONBLOCK}", **(options or {})}
         elif "://" not in uri and not os.path.exists(uri):
             raise SourceError(f"source not found: {uri}")
         try:
             self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
         except (av.error.FFmpegError, OSError) as exc:
-            hint = "" if "://" in uri else (
+            # the kind of source is clear for URLs and cameras: no list of valid ones
+            hint = "" if "://" in uri or fmt == "v4l2" else (
                 f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
                 "/dev/videoN, an image folder or testsrc://PATTERN")
             raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}{hint}") from None
@@ -61,13 +76,25 @@ class VideoReader(Reader):
     def units(self) -> Iterator[Any]:
         import av
 
-        try:
-            for packet in self.container.demux(self.stream):
-                if packet.size == 0 and packet.pts is None:
-                    continue
-                yield packet
-        except av.error.FFmpegError as exc:
-            raise SourceError(f"read error in {self.uri}: {ffmpeg_reason(exc)}") from None
+        last = time.monotonic()
+        while True:
+            try:
+                for packet in self.container.demux(self.stream):
+                    if packet.size == 0 and packet.pts is None:
+                        continue
+                    last = time.monotonic()
+                    yield packet
+                return
+            except av.error.BlockingIOError:
+                # a non-blocking device (v4l2) has no frame yet
+                if time.monotonic() - last > self.read_timeout_s:
+                    raise SourceError(f"read error in {self.uri}: no frame for {self.read_timeout_s:g} s") from None
+                if self._stop is None:
+                    time.sleep(POLL_S)
+                elif self._stop.wait(POLL_S):
+                    return
+            except av.error.FFmpegError as exc:
+                raise SourceError(f"read error in {self.uri}: {ffmpeg_reason(exc)}") from None
 
     def unit_time(self, unit: Any) -> float | None:
         ts = unit.pts if unit.pts is not None else unit.dts

@@ -169,18 +169,26 @@ def _readline(proc: subprocess.Popen[str], deadline: float) -> str:
     return ""
 
 
-def vapipe(*args: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; kills it (and fails the test) if it runs longer than ``timeout``."""
+def _environ(env: dict[str, str] | None) -> dict[str, str] | None:
+    return None if env is None else {**os.environ, **env}
+
+
+def vapipe(*args: str, timeout: float, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI (``env``: variables added to the environment); kills it (and fails the
+    test) if it runs longer than ``timeout``."""
     cmd = [sys.executable, "-m", "pipeline", *args]
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT)
+        return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT,
+                              env=_environ(env))
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"vapipe did not finish within {timeout} s: {' '.join(args)}\n{exc.stderr}") from None
 
 
-def vapipe_popen(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+def vapipe_popen(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "pipeline", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd or ROOT)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd or ROOT,
+                            env=_environ(env))
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], list[dict]]:
@@ -235,3 +243,63 @@ def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str
         out, err = proc.communicate()
         raise AssertionError(f"vapipe did not stop within {timeout} s after SIGINT:\n{err}") from None
     return proc.returncode, out, err
+
+
+# fake V4L2 camera ----------------------------------------------------------------------------
+
+FAKE_V4L2_SOURCE = HERE / "fake_v4l2.c"
+FACE_CLIP = "head-pose-face-detection-female-and-male.gif"  # 480x270, 56 frames, two faces in each
+
+
+def build_fake_v4l2(gcc: str, out_dir: Path) -> Path:
+    """tests/live/fake_v4l2.c compiled to ``out_dir/fake_v4l2.so``."""
+    lib = out_dir / "fake_v4l2.so"
+    cmd = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(lib), str(FAKE_V4L2_SOURCE), "-ldl"]
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"building the fake v4l2 camera failed: {' '.join(cmd)}\n{r.stderr}")
+    return lib
+
+
+def write_yuyv(clip: Path, path: Path) -> tuple[int, int, int]:
+    """Every frame of ``clip`` as raw YUYV 4:2:2 (what a webcam sends) into ``path``;
+    returns (width, height, frames)."""
+    import av
+
+    n = width = height = 0
+    with av.open(str(clip)) as src, open(path, "wb") as out:
+        for frame in src.decode(video=0):
+            pixels = frame.reformat(format="yuyv422").to_ndarray()  # (height, width, 2), no row padding
+            height, width = pixels.shape[:2]
+            out.write(pixels.tobytes())
+            n += 1
+    return width, height, n
+
+
+class FakeCamera:
+    """One fake V4L2 camera: the environment that makes ``device`` a camera in a vapipe
+    process (LD_PRELOAD of the shim), and unplug/plug through its marker file."""
+
+    def __init__(self, library: Path, frames: Path, size: tuple[int, int], device: str, fps: float,
+                 marker: Path) -> None:
+        self.library, self.frames, self.size = library, frames, size
+        self.device, self.fps, self.marker = device, fps, marker
+        self.plug()
+
+    @property
+    def name(self) -> str:
+        """The source name vapipe gives the device (its file name)."""
+        return Path(self.device).name
+
+    def env(self) -> dict[str, str]:
+        return {"LD_PRELOAD": str(self.library), "FAKE_V4L2_DEVICE": self.device,
+                "FAKE_V4L2_FRAMES": str(self.frames), "FAKE_V4L2_SIZE": f"{self.size[0]}x{self.size[1]}",
+                "FAKE_V4L2_FPS": str(self.fps), "FAKE_V4L2_PLUGGED": str(self.marker)}
+
+    def unplug(self) -> None:
+        """The device node disappears; descriptors opened on it fail with ENODEV."""
+        self.marker.unlink(missing_ok=True)
+
+    def plug(self) -> None:
+        """A camera appears at the path again (a new device: old descriptors stay dead)."""
+        self.marker.touch()

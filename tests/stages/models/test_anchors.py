@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stages.models.ssd_anchors import (FACE_SHORT_RANGE, POSE_DETECTION, SsdAnchorConfig, decode_ssd,
-                                       generate_anchors, sigmoid_scores, split_outputs)
+                                       generate_anchors, indices_above, sigmoid_scores, split_outputs)
 
 
 def test_face_short_range_grid() -> None:
@@ -92,3 +92,14 @@ def test_split_outputs_by_shape() -> None:
         split_outputs([reg], 16)
     with pytest.raises(ValueError, match="expected outputs"):
         split_outputs([np.zeros((1, 10, 12)), cls], 12)
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.3, 0.5, 0.75, 0.999, 1.0])
+def test_indices_above_matches_sigmoid_threshold(threshold: float) -> None:
+    """The logit-side test keeps exactly the anchors whose sigmoid score reaches the
+    threshold, including logits right at the cut and beyond the clip."""
+    rng = np.random.default_rng(3)
+    cut = np.log(0.75 / 0.25)
+    logits = np.concatenate([rng.normal(0, 4, 3000), [cut, np.nextafter(cut, 0), 150.0, -150.0]]).astype(np.float32)
+    expected = np.flatnonzero(sigmoid_scores(logits) >= threshold)
+    np.testing.assert_array_equal(indices_above(logits, threshold), expected)

@@ -1,0 +1,86 @@
+"""Frame pixels straight from the decoder's YUV planes agree with converting first.
+
+The reference is what a user would do: FFmpeg converts the whole frame to RGB
+(``to_ndarray``), then OpenCV warps or resizes it.  vapipe warps/resizes the Y, U
+and V planes on their own and converts only the small result; both must give the
+same picture up to interpolation rounding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from pipeline.frame import Frame
+
+CLIP = "one-by-one-person-detection.mp4"  # H.264 yuv420p, limited range
+
+
+@pytest.fixture(scope="module")
+def decoded(videos_dir: Path) -> list:
+    import av
+
+    with av.open(str(videos_dir / CLIP)) as c:
+        frames = [f for _, f in zip(range(40), c.decode(video=0))][::13]
+    assert frames and frames[0].format.name == "yuv420p"
+    return frames
+
+
+def _frame(av_frame) -> Frame:
+    return Frame(source_id="t", seq=0, width=av_frame.width, height=av_frame.height, av_frame=av_frame)
+
+
+def _full_range(av_frame):
+    """The same picture as a full-range (yuvj420p, JPEG) frame."""
+    import av
+
+    rgb = av_frame.to_ndarray(format="rgb24")
+    return av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
+
+
+def _rotation(w: int, h: int, out: tuple[int, int], angle: float, scale: float) -> np.ndarray:
+    """Source -> output affine: rotate about a point right of centre, scale, centre in ``out``."""
+    centre = (w * 0.6, h * 0.45)
+    m = cv2.getRotationMatrix2D(centre, angle, scale)
+    m[:, 2] += np.array([out[0] / 2, out[1] / 2]) - m[:, :2] @ np.array(centre)
+    return m
+
+
+def _compare(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    d = np.abs(ours.astype(np.int16) - ref.astype(np.int16))
+    return float(d.mean()), float(np.percentile(d, 99))
+
+
+@pytest.mark.parametrize("size", [(192, 192), (128, 128), (191, 97)])
+@pytest.mark.parametrize("fmt", ["rgb24", "bgr24"])
+@pytest.mark.parametrize("full_range", [False, True])
+def test_warped_matches_convert_then_warp(decoded, size, fmt: str, full_range: bool) -> None:
+    """Rotated, scaled crops (even and odd sizes, both ranges, both colour orders)."""
+    for av_frame in decoded:
+        src = _full_range(av_frame) if full_range else av_frame
+        m = _rotation(src.width, src.height, size, angle=17.0, scale=size[0] / 260)
+        ours = _frame(src).warped(m, size[0], size[1], fmt)
+        ref = cv2.warpAffine(src.to_ndarray(format=fmt), m, size, flags=cv2.INTER_LINEAR,
+                             borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+        assert ours.shape == (size[1], size[0], 3) and ours.dtype == np.uint8
+        mean, p99 = _compare(ours, ref)
+        assert mean < 2.0 and p99 <= 12, (mean, p99)
+
+
+def test_warped_outside_the_frame_is_black(decoded) -> None:
+    m = np.array([[1.0, 0.0, -5000.0], [0.0, 1.0, 0.0]])  # everything maps off the output
+    out = _frame(decoded[0]).warped(m, 64, 32, "rgb24")
+    assert out.max() <= 1  # limited-range black (16) expands to 0
+
+
+@pytest.mark.parametrize("size", [(224, 126), (128, 72), (99, 55)])
+def test_resized_matches_convert_then_resize(decoded, size) -> None:
+    for av_frame in decoded:
+        ours = _frame(av_frame).resized(size[0], size[1], "rgb24")
+        ref = cv2.resize(av_frame.to_ndarray(format="rgb24"), size, interpolation=cv2.INTER_LINEAR)
+        assert ours.shape == (size[1], size[0], 3)
+        mean, p99 = _compare(ours, ref)
+        assert mean < 1.5 and p99 <= 4, (mean, p99)
