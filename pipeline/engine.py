@@ -194,21 +194,6 @@ class RequestPool:
         finally:
             self._idle.append(slot)
         return job.result
-        request = job.request
-        request.wait()
-        self._inflight.remove(job)
-        job.done = True
-        job.result = None
-        try:
-            outputs = [request.get_output_tensor(i).data for i in range(len(self.model.output_names))]
-            job.result = job.postprocess(outputs)
-        except (ValueError, IndexError) as exc:
-            # outputs the decoder cannot read (a model of another family): say which model
-            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
-            raise job.error from exc
-        finally:
-            self._idle.append(request)
-        return job.result
 
     def run(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Any:
         """Synchronous convenience: start and finish one job."""

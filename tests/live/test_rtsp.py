@@ -120,9 +120,11 @@ def test_rtsp_restarts_while_file_camera_keeps_its_rate(rtsp_server: Server, cli
     time and looping) keeps at least 90 % of the clip's frame rate throughout.
 
     The file camera's rate is measured from outside: a thread counts the frame records
-    in its JSON Lines file (flushed per record) once a second; each 2 s window after
-    warm-up must hold >= 90 % of 2 x 10 frames (1 s windows at 10 fps quantise to
-    +-1 frame by sampling phase alone, so the per-second counts are only reported).
+    in its JSON Lines file (flushed per record) once a second; each 3 s window after
+    warm-up must hold >= 90 % of 3 x 10 frames (the rate never below 90 % over 3 s).
+    (Counts sampled once a second move by +-1 frame at each end of a window from the
+    sampling phase alone: 1 s windows would measure the sampler, so the per-second
+    counts are only reported.)
     """
     out = tmp_path / "out"
     proc = vapipe_popen("run", "persons", "--source", rtsp_server.url, "--source", str(clip),
@@ -159,13 +161,13 @@ def test_rtsp_restarts_while_file_camera_keeps_its_rate(rtsp_server: Server, cli
     assert all(0 < s < 15 for s in cam["reconnect_s"]), cam["reconnect_s"]
     assert cam["error"] is None and filecam["error"] is None
     per_s = counter.per_second(skip_s=3.0)
-    windows = [a + b for a, b in zip(per_s, per_s[1:])]
+    windows = [a + b + c for a, b, c in zip(per_s, per_s[1:], per_s[2:])]
     t0 = counter.samples[0][0]
-    print(f"file camera frames per second: {per_s}\n2 s windows: min {min(windows)} of {2 * CLIP_FPS:.0f}\n"
+    print(f"file camera frames per second: {per_s}\n3 s windows: min {min(windows)} of {3 * CLIP_FPS:.0f}\n"
           f"kills at {[round(k - t0, 1) for k in kills]} s; low seconds at "
           f"{[round(t - t0, 1) for t, n in counter.per_second_at(3.0) if n < 0.9 * CLIP_FPS]} s")
     assert len(per_s) >= 20, per_s
-    assert min(windows) >= 0.9 * 2 * CLIP_FPS, per_s
+    assert min(windows) >= 0.9 * 3 * CLIP_FPS, per_s
     assert filecam["dropped"] == 0
 
 
