@@ -86,6 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "budget)")
     t.add_argument("--out", default="overrides.yaml", metavar="FILE", help="YAML override file to write")
 
+    q = with_config(sub.add_parser("quantize", help="INT8 copy of a pipeline's detector, calibrated on your video "
+                                                    "(needs nncf)"))
+    q.add_argument("name")
+    q.add_argument("--source", required=True, metavar="FILE", help="video file to calibrate on")
+    q.add_argument("--stage", default=None, metavar="STAGE", help="detect stage (default: the first)")
+    q.add_argument("--frames", type=int, default=300, metavar="N",
+                   help="calibration frames, spread over the video (as many others check the result)")
+    q.add_argument("--out", default=None, metavar="FILE.xml",
+                   help="INT8 model to write (default: ~/.cache/vapipe/int8/MODEL-int8.xml)")
+
     d = with_config(sub.add_parser("doctor", help="threads and devices every runtime uses, and the thread plan"))
     d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
     d.add_argument("--cores", type=int, default=None, metavar="N", help="plan for N cores")
@@ -168,6 +178,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                            log=lambda msg: print(msg, file=sys.stderr, flush=True))
         print(format_table(result))
         print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
+        return EXIT_OK
+    if args.command == "quantize":
+        from .quantize import quantize_detector
+
+        result = quantize_detector(args.name, args.source, config=config_path, stage=args.stage, frames=args.frames,
+                                   out=args.out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print(result.summary())
         return EXIT_OK
     if args.command == "tune":
         from .tune import run_tune

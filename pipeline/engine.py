@@ -231,6 +231,9 @@ class Engine:
         import openvino as ov
 
         self.core = ov.Core()
+        # pybind11 sets up its numpy bridge on the first tensor-to-array conversion, and two
+        # camera threads making that first conversion at once can deadlock: do it here, once.
+        _ = ov.Tensor(np.zeros((1,), np.float32)).data
         self._lock = threading.Lock()
         self._models: dict[tuple[Any, ...], LoadedModel] = {}
         self.cache_dir = Path(cache_dir) if cache_dir else _default_cache_dir()

@@ -50,3 +50,38 @@ def test_pool_matches_plain_inference_and_copies_inputs(model) -> None:
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     # different images give different outputs (the views are not stale)
     assert not np.allclose(results[0][0], results[1][0])
+
+
+_RACE = """
+import sys, threading, numpy as np, openvino as ov
+sys.setswitchinterval(1e-5)  # hand the GIL over as often as possible
+from pipeline.engine import get_engine
+from pipeline.models import resolve_model
+from stages.models.face_landmarks import FaceLandmarks
+model = get_engine().load(resolve_model({model!r}), FaceLandmarks.input_spec)
+go = threading.Barrier(4)
+def camera():
+    go.wait()
+    pool = model.create_pool(2)
+    pool.run(np.zeros((*model.input_hw, 3), np.uint8), lambda outs: [o.copy() for o in outs])
+threads = [threading.Thread(target=camera) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_pools_created_by_several_cameras_at_once(model, attempt: int) -> None:
+    """Four camera threads create pools and read outputs for the first time at the same
+    moment, in a fresh process: pybind11 sets up its numpy bridge on first use, and two
+    threads racing into that set-up deadlocked (the engine now does it once, up front)."""
+    import subprocess
+    import sys
+
+    code = _RACE.format(model=MODEL)
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("camera threads deadlocked creating request pools")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
