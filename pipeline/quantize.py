@@ -109,7 +109,8 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
 
         nncf.set_log_level(logging.WARNING)
     except ImportError:
-        raise QuantizeError("vapipe quantize needs NNCF: pip install 'vapipe[quantize]' (or pip install nncf)") from None
+        raise QuantizeError("vapipe quantize needs NNCF: pip install 'vapipe[quantize]' "
+                            "(or pip install nncf)") from None
     import openvino as ov
 
     from stages._infer_common import make_adapter
@@ -204,4 +205,5 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
                           boxes_ref=agreement["objects_ref"], boxes_kept=agreement["matched"],
                           boxes_int8=agreement["objects"], mean_iou=agreement["mean_iou"], min_iou=min_iou,
                           seconds=seconds, default_precision=precision,
-                          default_kept=baseline["matched"] / baseline["objects_ref"] if baseline["objects_ref"] else 1.0)
+                          default_kept=(baseline["matched"] / baseline["objects_ref"]
+                                        if baseline["objects_ref"] else 1.0))
