@@ -303,6 +303,10 @@ class Engine:
                               f"({shape}, {layout}): {_ov_reason(exc)}") from None
         model = with_preprocessing(model, spec, layout, (h, w))
         props: dict[str, Any] = {"PERFORMANCE_HINT": hint, **config}
+        if device.upper().startswith("BATCH:") and not model.input(0).get_partial_shape().is_static:
+            # auto-batching needs a static input: a model of dynamic width runs unbatched
+            device = device.split(":", 1)[1].split("(", 1)[0]
+            props.pop("AUTO_BATCH_TIMEOUT", None)
         if device.upper().startswith("MULTI") or hint == "CUMULATIVE_THROUGHPUT":
             # OpenVINO 2026.4: MULTI models (also AUTO with CUMULATIVE_THROUGHPUT) imported from
             # CACHE_DIR lose their output names ("Can not find port: Identity" on
