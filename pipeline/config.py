@@ -135,7 +135,13 @@ def _parse_pipeline(name: str, body: Any, path: str, parent_line: int, check_fil
         if not isinstance(st, dict):
             raise ConfigError(f"{path}:{line}: pipeline {name!r} stage #{i + 1} must be a mapping with 'name' and 'type'")
         st_line = st.get("__line__", line)
-        clean = _strip_lines(st)
+        try:
+            clean = _strip_lines(st)
+        except _RecursiveAlias:
+            raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: a YAML alias refers to a list "
+                              "that contains it") from None
+        except RecursionError:
+            raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: nested too deeply") from None
         unknown = [k for k in clean if k not in _STAGE_KEYS]
         if unknown:
             raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: unknown key {unknown[0]!r}; "
@@ -268,11 +274,20 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
-def _strip_lines(value: Any) -> Any:
+class _RecursiveAlias(ValueError):
+    """A YAML alias that refers to a list containing it (``&a [*a]``)."""
+
+
+def _strip_lines(value: Any, _inside: frozenset[int] = frozenset()) -> Any:
+    """``value`` without the loader's ``__line__`` keys; raises _RecursiveAlias on a cycle."""
+    if isinstance(value, (dict, list)):
+        if id(value) in _inside:
+            raise _RecursiveAlias
+        _inside = _inside | {id(value)}
     if isinstance(value, dict):
-        return {k: _strip_lines(v) for k, v in value.items() if k != "__line__"}
+        return {k: _strip_lines(v, _inside) for k, v in value.items() if k != "__line__"}
     if isinstance(value, list):
-        return [_strip_lines(v) for v in value]
+        return [_strip_lines(v, _inside) for v in value]
     return value
 
 

@@ -277,6 +277,8 @@ FUZZ = settings(max_examples=300, deadline=None, database=None,
 @example("pipelines: {p: {stages: [{name: a, type: decode, params: " + "{a: " * 400 + "1" + "}" * 400 + "}]}}")
 @example("\x00\x01\x02binary\xff\xfe")
 @example("pipelines: &a {p: *a}")
+@example("pipelines: {p: {stages: [{name: a, type: decode, params: {x: &l [*l]}}]}}")
+@example("pipelines: {p: {stages: &l [{name: a, type: decode, params: {x: *l}}]}}")
 @example("!!int abc")
 @example("pipelines: {p: {description: !!bool x}}")
 @example("pipelines: {p: {stages: [{name: !!int , type: decode}]}}")
