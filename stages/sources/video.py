@@ -39,6 +39,9 @@ class VideoReader(Reader):
             options = {"fflags": f"+{AVFMT_FLAG_NONBLOCK}", **(options or {})}
         elif "://" not in uri and not os.path.exists(uri):
             raise SourceError(f"source not found: {uri}")
+        # A V4L2 packet points into the device's capture buffers, and so does a raw frame
+        # decoded from it; both would outlive a reconnect's close of the device.
+        self._copy_packets = fmt == "v4l2"
         try:
             self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
         except (av.error.FFmpegError, OSError) as exc:
@@ -83,7 +86,7 @@ class VideoReader(Reader):
                     if packet.size == 0 and packet.pts is None:
                         continue
                     last = time.monotonic()
-                    yield packet
+                    yield _owned_copy(packet) if self._copy_packets else packet
                 return
             except av.error.BlockingIOError:
                 # a non-blocking device (v4l2) has no frame yet
@@ -151,6 +154,16 @@ class VideoReader(Reader):
             self.container.close()
         except Exception:  # noqa: BLE001 - closing a broken container
             pass
+
+
+def _owned_copy(packet: Any) -> Any:
+    """The packet's data and timing in memory of its own (the device buffer goes back now)."""
+    import av
+
+    copy = av.Packet(bytes(packet))
+    copy.pts, copy.dts, copy.time_base = packet.pts, packet.dts, packet.time_base
+    copy.is_keyframe = packet.is_keyframe
+    return copy
 
 
 def ffmpeg_reason(exc: BaseException) -> str:
