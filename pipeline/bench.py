@@ -272,25 +272,6 @@ def _parts(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) -> _Pa
     return _Parts(spec, det, region, threads)
 
 
-def _detector_input(adapter: Any, frame: Any, hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
-    """u8 model input in the adapter's host colour order and its letterbox mapping,
-    with the same geometry as the detect stage (the adapter's own, else a letterbox)."""
-    from stages.models.base import Letterbox
-
-    prepared = adapter.prepare_input(frame, hw)
-    if prepared is not None:
-        return prepared
-    h, w = hw
-    box = Letterbox.fit((frame.width, frame.height), (w, h), adapter.letterbox)
-    fmt = "rgb24" if adapter.input_spec.host_color == "RGB" else "bgr24"
-    inner = frame.resized(box.inner[0], box.inner[1], fmt)
-    if box.inner == (w, h):
-        return inner, box
-    canvas = np.full((h, w, 3), adapter.pad_value, np.uint8)
-    canvas[int(box.pad_y):int(box.pad_y) + inner.shape[0], int(box.pad_x):int(box.pad_x) + inner.shape[1]] = inner
-    return canvas, box
-
-
 def _selected(dets: Any, part: _ModelPart) -> list[int]:
     """Objects the region model runs on (labels in ``on``, highest scores first), as Classify does."""
     idx = dets.with_label(part.on)
@@ -387,7 +368,7 @@ def _mode_naive(plan: BenchPlan) -> dict[str, Any]:
                     continue
                 t0 = time.perf_counter()
                 frame = Frame.from_image(img)  # full-size BGR: every scaling is OpenCV on it, as a user does
-                x, box = _detector_input(det_ad, frame, det_hw)
+                x, box = det_ad.host_input(frame, det_hw)
                 det_req.infer({0: _normalise(x, det_ad.input_spec, det_nchw)})
                 dets = box.detections_to_source(det_ad.decode(_outputs(det_req, n_det), det_hw),
                                                 (frame.width, frame.height))
@@ -539,7 +520,7 @@ def _mode_hand_tuned(plan: BenchPlan) -> dict[str, Any]:
                 if item is None:
                     break
                 frame, t0 = item
-                x, box = _detector_input(det_ad, frame, det_hw)
+                x, box = det_ad.host_input(frame, det_hw)
                 dq.start_async({0: x[None]}, (seq, frame, box, t0))
                 seq += 1
             dq.wait_all()
@@ -691,7 +672,7 @@ def _mode_infer(plan: BenchPlan) -> dict[str, Any]:
         reg_model = eng.load(reg.path, reg.adapter.input_spec, reg.device, reg.hint, reg.config)
         pool = det_model.create_pool(1)
     for fr in frames:
-        x, box = _detector_input(det.adapter, fr, hw)
+        x, box = det.adapter.host_input(fr, hw)
         det_inputs.append(np.ascontiguousarray(x))
         if reg_model is not None:
             dets = box.detections_to_source(pool.run(x, lambda outs: det.adapter.decode(outs, hw)),

@@ -117,7 +117,7 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     from stages.detect import Detect
     from stages.models.base import DetectorAdapter
 
-    from .bench import _detector_input, compare_records
+    from .bench import compare_records
     from .config import load_config
     from .engine import get_engine
     from .frame import Frame
@@ -153,7 +153,7 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     prepared = []
     for i, av_frame in enumerate(sampled):
         fr = Frame(source_id="quantize", seq=i, width=av_frame.width, height=av_frame.height, av_frame=av_frame)
-        image, box = _detector_input(adapter, fr, hw)
+        image, box = adapter.host_input(fr, hw)
         prepared.append((image, box))
     calib, check = prepared[0::2], prepared[1::2]
     say(f"quantize {chosen.name}: {model_path.name}, {len(calib)} calibration frames from {Path(source).name}")

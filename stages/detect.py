@@ -104,18 +104,7 @@ class Detect(InferStage):
         return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
 
     def _host_input(self, frame: Frame, input_hw: tuple[int, int]) -> tuple[np.ndarray, Letterbox]:
-        prepared = self.adapter.prepare_input(frame, input_hw)
-        if prepared is not None:
-            return prepared
-        h, w = input_hw
-        box = Letterbox.fit((frame.width, frame.height), (w, h), self.adapter.letterbox)
-        fmt = "rgb24" if self.adapter.input_spec.host_color == "RGB" else "bgr24"
-        inner = frame.resized(box.inner[0], box.inner[1], fmt)
-        if box.inner == (w, h):
-            return inner, box
-        image = np.full((h, w, 3), self.adapter.pad_value, np.uint8)
-        image[int(box.pad_y):int(box.pad_y) + inner.shape[0], int(box.pad_x):int(box.pad_x) + inner.shape[1]] = inner
-        return image, box
+        return self.adapter.host_input(frame, input_hw)
 
     def wants(self, frame: Frame) -> bool:
         self._count += 1

@@ -44,6 +44,25 @@ class DetectorAdapter:
         (e.g. MediaPipe's corner-aligned warp) override this."""
         return None
 
+    def host_input(self, frame: Any, input_hw: tuple[int, int]) -> "tuple[np.ndarray, Letterbox]":
+        """The model input (H, W, 3) uint8 in ``input_spec.host_color`` order and its
+        mapping: :meth:`prepare_input` if the adapter has one, else the frame scaled
+        with :meth:`Frame.resized` into a letterbox (or stretched) and padded with
+        ``pad_value``.  The detect stage, the benchmark baselines and ``vapipe quantize``
+        all build inputs here."""
+        prepared = self.prepare_input(frame, input_hw)
+        if prepared is not None:
+            return prepared
+        h, w = input_hw
+        box = Letterbox.fit((frame.width, frame.height), (w, h), self.letterbox)
+        fmt = "rgb24" if self.input_spec.host_color == "RGB" else "bgr24"
+        inner = frame.resized(box.inner[0], box.inner[1], fmt)
+        if box.inner == (w, h):
+            return inner, box
+        image = np.full((h, w, 3), self.pad_value, np.uint8)
+        image[int(box.pad_y):int(box.pad_y) + inner.shape[0], int(box.pad_x):int(box.pad_x) + inner.shape[1]] = inner
+        return image, box
+
 
 DECODERS: dict[str, Callable[..., Any]] = {}
 
