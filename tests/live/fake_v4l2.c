@@ -347,47 +347,37 @@ static int mode_arg(int flags, va_list ap)
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, int) : 0;
 }
 
+/* Shared start of the open family: the device path opens the fake device; any other
+ * path gets `mode` (the optional variadic argument) for the real call. */
+#define OPEN_DEVICE_OR_GET_MODE(path, flags)    \
+    va_list ap;                                 \
+    va_start(ap, flags);                        \
+    int mode = mode_arg(flags, ap);             \
+    va_end(ap);                                 \
+    if (is_device(path))                        \
+        return open_device(flags)
+
 int open(const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    int mode = mode_arg(flags, ap);
-    va_end(ap);
-    if (is_device(path))
-        return open_device(flags);
+    OPEN_DEVICE_OR_GET_MODE(path, flags);
     return real_open(path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    int mode = mode_arg(flags, ap);
-    va_end(ap);
-    if (is_device(path))
-        return open_device(flags);
+    OPEN_DEVICE_OR_GET_MODE(path, flags);
     return real_open64(path, flags, mode);
 }
 
 int openat(int dirfd, const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    int mode = mode_arg(flags, ap);
-    va_end(ap);
-    if (is_device(path)) /* only the absolute path is the device: dirfd does not matter */
-        return open_device(flags);
+    OPEN_DEVICE_OR_GET_MODE(path, flags); /* only the absolute path is the device: dirfd does not matter */
     return real_openat(dirfd, path, flags, mode);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    int mode = mode_arg(flags, ap);
-    va_end(ap);
-    if (is_device(path))
-        return open_device(flags);
+    OPEN_DEVICE_OR_GET_MODE(path, flags);
     return real_openat64(dirfd, path, flags, mode);
 }
 
