@@ -415,6 +415,14 @@ def _ppp_compile(core: Any, part: _ModelPart) -> Any:
     return core.compile_model(model, part.device, {"PERFORMANCE_HINT": "THROUGHPUT"})
 
 
+#: Compiled models whose executor threads ran Python callbacks.  Destroying such a model
+#: can hang (OpenVINO 2026.4, 1 run in about 10): the destructor joins its stream
+#: threads while holding the GIL, and a stream thread can still be waiting for the GIL to
+#: finish a callback after ``wait_all()`` returned.  The worker process keeps them until
+#: it exits without teardown (``worker_main``).
+_OPENVINO_KEEP_ALIVE: list[Any] = []
+
+
 def _mode_hand_tuned(plan: BenchPlan) -> dict[str, Any]:
     import openvino as ov
 
@@ -422,6 +430,7 @@ def _mode_hand_tuned(plan: BenchPlan) -> dict[str, Any]:
     core = ov.Core()
     det_model = _ppp_compile(core, parts.detect)
     reg_model = _ppp_compile(core, parts.region) if parts.region else None
+    _OPENVINO_KEEP_ALIVE.extend(m for m in (det_model, reg_model) if m is not None)
     det_hw, _ = _input_hw(det_model)
     reg_hw = _input_hw(reg_model)[0] if reg_model is not None else None
     n_det = len(det_model.outputs)
@@ -979,5 +988,9 @@ def worker_main(argv: list[str]) -> int:
     res["mode"] = args.worker
     sys.stdout.flush()
     print(json.dumps(res))
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: it would destroy the compiled models kept in
+    # _OPENVINO_KEEP_ALIVE, which can hang (see there).  Everything is written.
+    os._exit(0)
 

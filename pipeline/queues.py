@@ -32,6 +32,7 @@ class BoundedQueue:
         self.policy = policy
         self.stop = stop
         self.dropped = 0
+        self.full_puts = 0  # puts that found the queue full (waited, or dropped an item)
         self.keep = keep  # items for which keep(item) is true are never dropped (markers)
         self._items: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition()
@@ -39,6 +40,8 @@ class BoundedQueue:
     def put(self, item: Any, timeout: float = 0.1) -> None:
         """Add ``item``; blocks (policy ``block``) until there is room or the run stops."""
         with self._cond:
+            if len(self._items) >= self.maxsize:
+                self.full_puts += 1
             while len(self._items) >= self.maxsize:
                 if self.policy == "drop_oldest" and self._drop_one():
                     break

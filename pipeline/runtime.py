@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
+from .priority import YieldWhileAhead
 from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
 from .stats import LatencyStats, RunSummary, SourceStats
@@ -233,6 +234,7 @@ class _Camera:
         self._error_seen: set[str] = set()
         self._down_since: float | None = None
         self.multi_camera = False
+        self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
@@ -328,6 +330,7 @@ class _Camera:
             self.units.put_final(_END)
 
     def decoder(self) -> None:
+        priority = YieldWhileAhead(self.frames, self.decoder_nice)
         try:
             while True:
                 try:
@@ -342,6 +345,7 @@ class _Camera:
                     if self.needs_image:
                         frame.image()
                     self.frames.put(frame)
+                    priority.after_put()
                 if self.halt_reading.is_set() and not len(self.units):
                     break
         except Closed:
@@ -349,6 +353,7 @@ class _Camera:
         except Exception as exc:  # noqa: BLE001
             self._fail(exc, "decoder")
         finally:
+            self.stats.decoder_priority_changes = priority.changes
             self.halt_reading.set()
             self.frames.put_final(_END)
 
@@ -494,6 +499,7 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                for uri, sid in zip(sources, source_ids(sources))]
     for cam in cameras:
         cam.multi_camera = len(cameras) > 1
+        cam.decoder_nice = plan.decoder_nice
     signalled = threading.Event()
     restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
     threads: list[threading.Thread] = []

@@ -48,6 +48,7 @@ class SourceStats:
     decode_errors: int = 0
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
+    decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -71,6 +72,7 @@ class SourceStats:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
+                "decoder_priority_changes": self.decoder_priority_changes,
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 

@@ -23,6 +23,9 @@ than there are cores.  :func:`plan_threads` shares the cores given to vapipe
   ``BATCH_TIMEOUT_MS`` so a batch that does not fill runs anyway).  The pose
   detector at batch 4 costs 2.84 ms per image on one thread against 3.30 ms one
   at a time; ``persons`` on 4 x 1080p went from 247-284 to 299-302 FPS;
+* **decoder priority**: a decoder whose output queue stays full (inference is the
+  bottleneck) runs at nice ``NICE_WHILE_AHEAD`` until it falls behind again, so it
+  takes only the CPU inference leaves free (see :mod:`pipeline.priority`);
 * **OpenCV**: ``1`` — its calls are small (a few resizes and a colour
   conversion of model-sized images) and run on the calling thread; every
   source already runs its own;
@@ -77,6 +80,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
+from .priority import NICE_WHILE_AHEAD
+
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
            "apply_global", "ort_session_options", "OV_THREAD_KEYS"]
 
@@ -123,6 +128,7 @@ class ThreadPlan:
     notes: list[str] = field(default_factory=list)
     user_set: list[str] = field(default_factory=list)  # "decode", stage names: values the user chose
     enabled: bool = True                      # False (cores=0): every runtime keeps its own defaults
+    decoder_nice: int = 0                     # decoders' nice value while ahead of inference (pipeline/priority.py)
 
     @property
     def infer_threads(self) -> int:
@@ -151,6 +157,8 @@ class ThreadPlan:
         for name, dev in self.untouched.items():
             parts.append(f"{name} {dev} (plugin's choice)")
         parts.append(f"cv2 {self.cv2_threads}")
+        if self.decoder_nice:
+            parts.append(f"decoders nice {self.decoder_nice} while ahead")
         over = " OVERSUBSCRIBED" if self.oversubscribed else ""
         return f"threads: {self.cores} cores, {self.busy_threads} busy{over}: " + ", ".join(parts)
 
@@ -226,7 +234,7 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         notes.append(f"{sources} source(s) and {len(cpu)} CPU model(s) need at least {need} threads; "
                      f"{cores} core(s) given: oversubscribed")
     plan = ThreadPlan(cores=cores, sources=sources, decoder_threads=decoder_threads, cv2_threads=cv2_threads,
-                      notes=notes, user_set=user_set)
+                      notes=notes, user_set=user_set, decoder_nice=NICE_WHILE_AHEAD)
     for st in stages:
         if not st.on_cpu:
             plan.untouched[st.name] = st.device

@@ -1,0 +1,144 @@
+"""Producers yield the CPU while ahead of their consumer (pipeline/priority.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import parse_config
+from pipeline.graph import build_graph
+from pipeline.priority import YieldWhileAhead, thread_nice
+from pipeline.queues import BoundedQueue
+from pipeline.runtime import RunOptions, run_pipeline
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+
+CAN_RAISE = os.geteuid() == 0  # raising a priority back needs CAP_SYS_NICE (or RLIMIT_NICE)
+
+
+def _produce(queue: BoundedQueue, rule: YieldWhileAhead, puts: int, consumer_ms: float,
+             seen: list[int], producer_ms: float = 0.0) -> None:
+    """Put ``puts`` items on ``queue``, one every ``producer_ms``, while a consumer takes
+    one every ``consumer_ms``; record the producer thread's nice value after every put."""
+    done = threading.Event()
+
+    def consume() -> None:
+        while not done.is_set() or len(queue):
+            if len(queue):
+                queue.get()
+            time.sleep(consumer_ms / 1000)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    for i in range(puts):
+        time.sleep(producer_ms / 1000)
+        queue.put(i)
+        rule.after_put()
+        seen.append(thread_nice())
+    done.set()
+    consumer.join()
+
+
+def _in_thread(fn, *args) -> None:
+    t = threading.Thread(target=fn, args=args)
+    t.start()
+    t.join()
+
+
+def test_a_producer_ahead_of_its_consumer_is_lowered_and_one_behind_is_not() -> None:
+    base = thread_nice()
+    queue = BoundedQueue(2, "block", threading.Event())
+    ahead: list[int] = []
+    rule = YieldWhileAhead(queue, nice=7, window=8)
+    _in_thread(_produce, queue, rule, 40, 2.0, ahead)  # the consumer is slow: the queue stays full
+    assert rule.lowered and rule.changes == 1
+    assert ahead[:7] == [base] * 7 and ahead[-1] == max(base, 7)
+
+    queue = BoundedQueue(2, "block", threading.Event())
+    behind: list[int] = []
+    rule = YieldWhileAhead(queue, nice=7, window=8)
+    _in_thread(_produce, queue, rule, 40, 0.0, behind, 2.0)  # the consumer waits for every item
+    assert not rule.lowered and rule.changes == 0
+    assert set(behind) == {base}
+    assert thread_nice() == base  # only the producer thread was ever touched
+
+
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a thread's priority back needs CAP_SYS_NICE")
+def test_the_priority_comes_back_when_the_producer_falls_behind() -> None:
+    base = thread_nice()
+    queue = BoundedQueue(2, "block", threading.Event())
+    rule = YieldWhileAhead(queue, nice=7, window=8)
+    seen: list[int] = []
+
+    def both() -> None:
+        _produce(queue, rule, 24, 2.0, seen)   # ahead: lowered
+        _produce(queue, rule, 24, 0.0, seen, 2.0)   # now behind: raised again
+    _in_thread(both)
+    assert max(seen) == max(base, 7) and seen[-1] == base
+    assert rule.changes == 2 and not rule.lowered
+
+
+def test_nice_zero_never_touches_the_thread() -> None:
+    queue = BoundedQueue(1, "block", threading.Event())
+    rule = YieldWhileAhead(queue, nice=0, window=1)
+    seen: list[int] = []
+    _in_thread(_produce, queue, rule, 10, 2.0, seen)
+    assert rule.changes == 0 and set(seen) == {thread_nice()}
+
+
+def test_bad_thresholds_are_refused() -> None:
+    with pytest.raises(ValueError, match="behind < ahead"):
+        YieldWhileAhead(BoundedQueue(1, "block", threading.Event()), window=4, ahead=0.1, behind=0.5)
+
+
+PIPELINE = """
+pipelines:
+  p:
+    stages:
+      - {{name: src, type: "pipeline.testing:ListSource", params: {{count: 80, decode_ms: {decode}}}}}
+      - {{name: infer, type: "pipeline.testing:SleepInfer", params: {{ms: {infer}, requests: 2}}}}
+      - {{name: sink, type: "pipeline.testing:CollectSink"}}
+"""
+
+
+@pytest.mark.parametrize(("decode_ms", "infer_ms", "cores", "lowered"), [
+    (0, 6, None, True),     # inference is the bottleneck: the decoder yields
+    (6, 0, None, False),    # the decoder is the bottleneck: it keeps its priority
+    (0, 6, 0, False),       # --cores 0: no plan, no priorities
+])
+def test_the_runtime_lowers_decoders_only_while_inference_is_the_bottleneck(
+        tmp_path: Path, decode_ms: int, infer_ms: int, cores: int | None, lowered: bool) -> None:
+    graph = build_graph(parse_config(PIPELINE.format(decode=decode_ms, infer=infer_ms), "t.yaml").get("p"))
+    summary = run_pipeline(graph, ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False, cores=cores))
+    assert summary.error is None and summary.sources[0].processed == 80
+    assert (summary.sources[0].decoder_priority_changes >= 1) is lowered
+    assert ("decoders nice" in (summary.threads or "")) is (cores is None)
+    assert summary.sources[0].as_dict()["decoder_priority_changes"] == summary.sources[0].decoder_priority_changes
+
+
+def test_without_the_right_to_raise_it_the_thread_stays_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = os.setpriority
+
+    def unprivileged(which: int, who: int, value: int) -> None:
+        if value < os.getpriority(which, who):
+            calls.append(value)
+            raise PermissionError(13, "Permission denied")
+        real(which, who, value)
+
+    monkeypatch.setattr(os, "setpriority", unprivileged)
+    queue = BoundedQueue(2, "block", threading.Event())
+    rule = YieldWhileAhead(queue, nice=7, window=8)
+    seen: list[int] = []
+
+    def both() -> None:
+        _produce(queue, rule, 24, 2.0, seen)
+        _produce(queue, rule, 40, 0.0, seen, 2.0)
+    _in_thread(both)
+    assert rule.lowered and rule.stuck and len(calls) == 1  # tried once, then left alone
+    assert seen[-1] == max(thread_nice(), 7)
