@@ -17,12 +17,6 @@ than there are cores.  :func:`plan_threads` shares the cores given to vapipe
   requests; one camera keeps ``max(2, streams)`` requests in flight);
   ``LATENCY`` stages get one stream with all their threads.  Other devices
   (GPU, NPU, AUTO:..., MULTI:..., ...) are left to their plugins;
-* **several cameras on one single-stream CPU model** (``THROUGHPUT``, device not
-  chosen): their requests run as one batch through OpenVINO's auto-batching
-  (``BATCH:CPU(n)``, ``n`` = cameras up to ``MAX_BATCH``, ``AUTO_BATCH_TIMEOUT``
-  ``BATCH_TIMEOUT_MS`` so a batch that does not fill runs anyway).  The pose
-  detector at batch 4 costs 2.84 ms per image on one thread against 3.30 ms one
-  at a time; ``persons`` on 4 x 1080p went from 247-284 to 299-302 FPS;
 * **decoder priority**: a decoder whose output queue stays full (inference is the
   bottleneck) runs at nice ``NICE_WHILE_AHEAD`` until it falls behind again, so it
   takes only the CPU inference leaves free (see :mod:`pipeline.priority`);
@@ -67,6 +61,11 @@ The plan beats the runtimes' own defaults by ~10 % on both pipelines (about the
 spread of single runs); nothing measured was clearly better, so it is the
 default.  ``--cores 0`` restores every runtime's own choice.
 
+Not used: OpenVINO's automatic batching for several cameras on one model.  On CPU
+``BATCH:CPU(n)`` passes requests through one at a time (automatic batching is a GPU
+feature; the compiled model reports one optimal request and runs batch 1): ``persons``
+on 4 cameras ran at the same speed with and without it.
+
 The plan is only applied where the user did not choose: an explicit
 ``decode.threads``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` in a stage's
 ``config``, wins.
@@ -90,10 +89,6 @@ OV_THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS")
 #: defaults chosen from the measurements in the module docstring
 DECODER_THREADS = 1
 CV2_THREADS = 1
-#: several cameras on one single-stream CPU model: batch up to this many of their requests
-MAX_BATCH = 4
-#: ... waiting at most this long (ms) for a batch to fill before running what came
-BATCH_TIMEOUT_MS = 20
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,6 @@ class InferInfo:
     user_config: bool = False  # the stage's config already sets NUM_STREAMS or INFERENCE_NUM_THREADS
     user_threads: int = 0      # ... and its INFERENCE_NUM_THREADS (0: unknown / plugin's choice)
     user_streams: int = 0
-    device_set: bool = False   # the stage's device was chosen in the pipeline or on the command line
 
     @property
     def on_cpu(self) -> bool:
@@ -122,7 +116,6 @@ class ThreadPlan:
     decoder_threads: int                       # per source; FFmpeg thread_count
     cv2_threads: int                           # cv2.setNumThreads
     infer: dict[str, dict[str, int]] = field(default_factory=dict)  # CPU stage -> OpenVINO properties
-    batch: dict[str, int] = field(default_factory=dict)  # CPU stage -> cameras batched per inference (BATCH:CPU)
     untouched: dict[str, str] = field(default_factory=dict)          # stage -> device left to its plugin
     runtime_threads: int = 1                  # intra-op threads for BLAS, PyTorch, ONNX Runtime
     notes: list[str] = field(default_factory=list)
@@ -151,9 +144,8 @@ class ThreadPlan:
         dec = "auto" if self.decoder_threads == 0 else str(self.decoder_threads)
         parts = [f"decode {dec}{mark['decode']} x {self.sources} source{'s' if self.sources != 1 else ''}"]
         for name, cfg in self.infer.items():
-            batch = f" batch {self.batch[name]}" if name in self.batch else ""
             parts.append(f"{name} {cfg.get('NUM_STREAMS', '?')} stream x {cfg.get('INFERENCE_NUM_THREADS', '?')} "
-                         f"thread{mark[name]}{batch}")
+                         f"thread{mark[name]}")
         for name, dev in self.untouched.items():
             parts.append(f"{name} {dev} (plugin's choice)")
         parts.append(f"cv2 {self.cv2_threads}")
@@ -247,10 +239,6 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
             threads = max(1, share + (1 if k < extra else 0))
             streams = 1 if st.hint == "LATENCY" else threads
             plan.infer[st.name] = {"NUM_STREAMS": streams, "INFERENCE_NUM_THREADS": threads}
-            if sources > 1 and streams == 1 and st.hint != "LATENCY" and not st.device_set:
-                # One stream serves every camera: run their requests as one batch (OpenVINO's
-                # auto-batching), which costs less per image than one request at a time.
-                plan.batch[st.name] = min(sources, MAX_BATCH)
     plan.runtime_threads = max([c["INFERENCE_NUM_THREADS"] for c in plan.infer.values()] or [max(1, left)])
     return plan
 
@@ -272,7 +260,7 @@ def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) 
         user = any(k in OV_THREAD_KEYS for k in config)
         out.append(InferInfo(name=name, device=device, hint=hint, user_config=user,
                              user_threads=_int(config.get("INFERENCE_NUM_THREADS")),
-                             user_streams=_int(config.get("NUM_STREAMS")), device_set="device" in params))
+                             user_streams=_int(config.get("NUM_STREAMS"))))
     return out
 
 
@@ -304,9 +292,6 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
         if any(str(k).upper() in OV_THREAD_KEYS for k in user):
             continue
         out.setdefault(name, {})["config"] = {**cfg, **user}
-        if name in plan.batch:
-            out[name]["device"] = f"BATCH:CPU({plan.batch[name]})"
-            out[name]["config"].setdefault("AUTO_BATCH_TIMEOUT", BATCH_TIMEOUT_MS)
     return out
 
 

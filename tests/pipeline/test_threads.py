@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.graph import build_graph
-from pipeline.threads import (BATCH_TIMEOUT_MS, MAX_BATCH, InferInfo, ThreadPlan, apply_global, available_cores,
+from pipeline.threads import (InferInfo, ThreadPlan, apply_global, available_cores,
                               plan_for_graph, plan_overrides, plan_threads)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,32 +147,9 @@ def test_run_summary_shows_the_plan(videos_dir: Path, tmp_path: Path) -> None:
     assert summary.threads in summary.table()
 
 
-def test_cameras_sharing_one_stream_are_batched() -> None:
-    """Several sources on a one-stream CPU model: their requests run as one batch of up
-    to MAX_BATCH; not for one source, LATENCY stages, several streams or a chosen device."""
-    det = InferInfo("det")
-    assert plan_threads(cores=2, sources=4, infer=[det]).batch == {"det": MAX_BATCH}
-    assert plan_threads(cores=2, sources=2, infer=[det]).batch == {"det": 2}
-    assert plan_threads(cores=2, sources=1, infer=[det]).batch == {}
-    assert plan_threads(cores=2, sources=4, infer=[InferInfo("det", hint="LATENCY")]).batch == {}
-    assert plan_threads(cores=2, sources=4, infer=[InferInfo("det", device_set=True)]).batch == {}
-    wide = plan_threads(cores=8, sources=2, infer=[det])
-    assert wide.infer["det"]["NUM_STREAMS"] > 1 and wide.batch == {}
-    assert "det 1 stream x 1 thread batch 4" in plan_threads(cores=2, sources=4, infer=[det]).summary()
-
-
-def test_batching_goes_to_the_stage_unless_its_device_is_chosen() -> None:
-    graph = _graph("persons")
-    out = plan_overrides(plan_for_graph(graph, sources=4, cores=2), graph, {})
-    assert out["person_detect"]["device"] == "BATCH:CPU(4)"
-    assert out["person_detect"]["config"]["AUTO_BATCH_TIMEOUT"] == BATCH_TIMEOUT_MS
-    user = {"person_detect": {"device": "CPU"}}
-    out = plan_overrides(plan_for_graph(graph, sources=4, cores=2, overrides=user), graph, user)
-    assert out["person_detect"]["device"] == "CPU"
-
-
-def test_batched_cameras_find_what_one_camera_finds(videos_dir: Path, tmp_path: Path) -> None:
-    """Two cameras on the same clip, batched: each finds the boxes a single unbatched camera finds."""
+def test_cameras_sharing_a_model_find_what_one_camera_finds(videos_dir: Path, tmp_path: Path) -> None:
+    """Two cameras on the same clip (one compiled model, lowered decoders): each finds
+    the boxes a single camera finds."""
     import json
 
     from pipeline.runtime import RunOptions, run_pipeline
@@ -188,7 +165,6 @@ def test_batched_cameras_find_what_one_camera_finds(videos_dir: Path, tmp_path: 
                                                                       cores=2, handle_signals=False))
         assert summary.error is None
         runs[name] = summary
-    assert "batch" not in runs["one"].threads and "batch 2" in runs["two"].threads
     one = read_records(tmp_path / "one")
     two = read_records(tmp_path / "two")
     assert len(one) == 1 and len(two) == 2
