@@ -64,7 +64,12 @@ default.  ``--cores 0`` restores every runtime's own choice.
 Not used: OpenVINO's automatic batching for several cameras on one model.  On CPU
 ``BATCH:CPU(n)`` passes requests through one at a time (automatic batching is a GPU
 feature; the compiled model reports one optimal request and runs batch 1): ``persons``
-on 4 cameras ran at the same speed with and without it.
+on 4 cameras ran at the same speed with and without it.  Batching the cameras'
+frames in vapipe instead (the pose detector with a dynamic batch axis, batches of 4
+filled by the cameras' worker threads) was tried too: alone, a batch of 4 costs about
+17 % less per image than single requests, but in the 4-camera pipeline the inference
+thread spent 3.25 instead of 3.37 ms per frame while decoders and workers spent more,
+and FPS did not rise (228-264 against 281), so cameras keep their own requests.
 
 The plan is only applied where the user did not choose: an explicit
 ``decode.threads``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` in a stage's
