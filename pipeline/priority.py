@@ -19,7 +19,7 @@ benchmark clips, 4 interleaved runs each, median FPS):
   (+11 %); CPU use went from 86 % to 92 % of both cores;
 * ``persons``, 1 camera: 287 -> 301 (+5 %);
 * ``faces``, 1 camera, decoder-bound: 258 -> 260 (the queue is never full, nothing
-  changes); with its decoder always at nice 10 it fell to about 180.
+  changes); with its decoder always at nice 10 it ran at 158-199 against 235-271.
 
 Thread nice values are per thread on Linux only; elsewhere this is a no-op.  The
 priority goes back up when the producer falls behind, if the process may raise it
