@@ -11,8 +11,8 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.graph import build_graph
-from pipeline.threads import (InferInfo, ThreadPlan, apply_global, available_cores,
-                              plan_for_graph, plan_overrides, plan_threads)
+from pipeline.threads import (InferInfo, ThreadPlan, apply_global, available_cores, plan_for_graph, plan_overrides,
+                              plan_threads)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ("CPU", "GPU", "AUTO:CPU", "CPU")
