@@ -42,6 +42,7 @@ class VideoReader(Reader):
         # A V4L2 packet points into the device's capture buffers, and so does a raw frame
         # decoded from it; both would outlive a reconnect's close of the device.
         self._copy_packets = fmt == "v4l2"
+        started = time.monotonic()
         try:
             self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
         except (av.error.FFmpegError, OSError) as exc:
@@ -51,15 +52,22 @@ class VideoReader(Reader):
                 "/dev/videoN, an image folder or testsrc://PATTERN")
             raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}{hint}") from None
         if not self.container.streams.video:
+            found = ", ".join(sorted({st.type for st in self.container.streams})) or "none"
+            guessed = self.container.format.name
             self.container.close()
-            raise SourceError(f"source {uri} has no video stream")
+            raise SourceError(f"source {uri} has no video stream (FFmpeg read it as '{guessed}', streams: {found})")
         self.stream = self.container.streams.video[0]
         ctx = self.stream.codec_context
-        if "://" in uri and not ctx.width:
+        if not ctx.width:
             # FFmpeg ends stream probing at the open timeout without an error; a stream that
-            # completed the handshake but sent no picture in that time did not open.
+            # completed the handshake but sent no picture in that time did not open. Probing
+            # that ended earlier found bytes that only looked like video (noise read as H.263).
+            guessed = self.container.format.name
             self.container.close()
-            raise SourceError(f"cannot open source {uri}: no video within the open timeout")
+            if "://" in uri and time.monotonic() - started >= 0.9 * timeouts[0]:
+                raise SourceError(f"cannot open source {uri}: no video within the open timeout")
+            raise SourceError(f"cannot open source {uri}: Invalid data found when processing input "
+                              f"(FFmpeg read it as '{guessed}' but found no picture size)")
         if threads:
             ctx.thread_count = threads
         ctx.thread_type = "AUTO"

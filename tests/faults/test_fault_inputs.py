@@ -17,10 +17,15 @@ Decisions:
 
 from __future__ import annotations
 
+import random
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+
+from stages.sources.base import SourceError
+from stages.sources.video import VideoReader
 
 from .helpers import (CAR_CLIP, CAR_FRAMES, BOTTLE_CLIP, HEAD_POSE_GIF, cli_env, copy_clip, corrupted_copy,
                       one_error_line, read_jsonl, succeeded, summary, truncated_copy, vapipe, video_frames)
@@ -102,6 +107,21 @@ def test_text_file_named_mp4_is_one_line(env, tmp_path: Path) -> None:
     fake.write_text("these are meeting notes, not a video\n" * 50, encoding="utf-8")
     line = one_error_line(vapipe(env, "run", "persons", "--source", fake, "--output", tmp_path / "out"))
     assert str(fake) in line and "cannot open" in line
+
+
+# Noise that FFmpeg's probe misreads: seed 37 reads as an H.263 stream with no picture
+# size, seed 131 as an LRC subtitle file; seed 0 it rejects outright.
+@pytest.mark.parametrize("seed", [0, 37, 131])
+def test_noise_is_rejected_at_once_naming_the_source(tmp_path: Path, seed: int) -> None:
+    noise = tmp_path / f"noise{seed}.mp4"
+    noise.write_bytes(random.Random(seed).randbytes(200_000))
+    started = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        VideoReader(str(noise), timeouts=(5.0, 5.0))
+    message = str(raised.value)
+    assert time.monotonic() - started < 2.0, message
+    assert str(noise) in message and "timeout" not in message, message
+    assert "Invalid data found" in message or "has no video stream" in message, message
 
 
 def test_missing_file_is_one_line(env, tmp_path: Path) -> None:
