@@ -24,7 +24,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest
 
 # Side-by-side speed benchmark (slow; not part of `make test`): `vapipe bench` for persons
-# (1 and 4 cameras) and faces on 1080p clips; tables on stdout, bench.json/bench.png in bench-output/.
+# (1 and 4 cameras) and faces on 1080p clips, faces on the 480x270 GIF; tables on stdout, bench.json/bench.png in bench-output/.
 bench: $(VENV)/.installed
 	$(PY) -m tests.bench.speed --out bench-output
 

@@ -22,6 +22,11 @@ hand-tuned
 vapipe / vapipe-sync
     The real runtime (:func:`pipeline.runtime.run_pipeline`), asynchronous and
     ``sync=True``.
+vapipe-unplanned
+    The runtime without its thread plan (``--cores 0``): OpenVINO's per-model
+    defaults (THROUGHPUT streams and threads sized to the whole machine, for
+    every model), FFmpeg's automatic decoder threads, OpenCV's own pool.  The
+    ratio ``vapipe/vapipe-unplanned`` is what the plan is worth.
 decode-alone / infer-alone
     The limits: PyAV decoding only (same decoder settings, one thread per
     camera, all cores) and the pipeline's compiled model(s) alone on real
@@ -70,7 +75,7 @@ from .stage import Params, Stage
 __all__ = ["MODES", "BenchPlan", "BenchError", "run_bench", "format_table", "draw_chart", "BenchRecorder",
            "run_worker", "compare_records"]
 
-MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "decode-alone", "infer-alone")
+MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned", "decode-alone", "infer-alone")
 RECORDER = "bench_record"
 TARGETS = {"vapipe/naive": 1.3, "vapipe/hand-tuned": 1.2, "vapipe/limit": 0.9}
 CAMERA_SPREAD_MAX = 0.10
@@ -577,7 +582,7 @@ def bench_spec(spec: Any, plan: BenchPlan) -> Any:
     return new
 
 
-def _mode_vapipe(plan: BenchPlan, sync: bool) -> dict[str, Any]:
+def _mode_vapipe(plan: BenchPlan, sync: bool, planned: bool = True) -> dict[str, Any]:
     from .config import validate_pipeline
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline, source_ids
@@ -588,7 +593,7 @@ def _mode_vapipe(plan: BenchPlan, sync: bool) -> dict[str, Any]:
     validate_pipeline(spec, plan.config)
     graph = build_graph(spec, plan.config)
     opts = RunOptions(output_dir=Path(plan.out) / "vapipe-output", sync=sync, max_frames=plan.frames,
-                      handle_signals=False)
+                      handle_signals=False, cores=None if planned else 0)
     first: list[tuple[float, float]] = []
 
     def progress(stats: list[Any]) -> None:
@@ -611,7 +616,9 @@ def _mode_vapipe(plan: BenchPlan, sync: bool) -> dict[str, Any]:
     res = _mode_result(cams, first[0] if first else None, last)
     res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
                      if n != RECORDER}
-    _write_records(plan, "vapipe-sync" if sync else "vapipe", dict(BenchRecorder.records))
+    res["threads"] = summary.threads
+    mode = "vapipe-sync" if sync else "vapipe" if planned else "vapipe-unplanned"
+    _write_records(plan, mode, dict(BenchRecorder.records))
     return res
 
 
@@ -714,6 +721,7 @@ def run_worker(mode: str, plan: BenchPlan) -> dict[str, Any]:
         "hand-tuned": lambda: _mode_hand_tuned(plan),
         "vapipe": lambda: _mode_vapipe(plan, sync=False),
         "vapipe-sync": lambda: _mode_vapipe(plan, sync=True),
+        "vapipe-unplanned": lambda: _mode_vapipe(plan, sync=False, planned=False),
         "decode-alone": lambda: _mode_decode(plan),
         "infer-alone": lambda: _mode_infer(plan),
     }
@@ -772,7 +780,7 @@ def _summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[key] for r in runs if r.get(key) is not None]
         if vals:
             out[key] = round(_median(vals), 3)
-    for key in ("requests", "stages"):
+    for key in ("requests", "stages", "threads"):
         if key in runs[-1]:
             out[key] = runs[-1][key]
     return out
@@ -887,6 +895,7 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
         for key, ref in (("vapipe/naive", modes.get("naive", {}).get("fps")),
                          ("vapipe/hand-tuned", modes.get("hand-tuned", {}).get("fps")),
                          ("vapipe/vapipe-sync", modes.get("vapipe-sync", {}).get("fps")),
+                         ("vapipe/vapipe-unplanned", modes.get("vapipe-unplanned", {}).get("fps")),
                          ("vapipe/limit", out.get("limit_fps"))):
             if ref:
                 ratios[key] = round(vap / ref, 3)
@@ -914,12 +923,12 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [f"{result['pipeline']}: {Path(result['source']).name} {result['width']}x{result['height']}, "
              f"{result['cameras']} camera(s) x {result['frames']} frames, {result['cores']} cores, "
              f"median of {result['rounds']} round(s)"]
-    lines.append(f"{'mode':<13} {'fps':>7} {'fps/camera':>22} {'p50 ms':>7} {'p95 ms':>7} {'cpu':>5}   rounds")
+    lines.append(f"{'mode':<16} {'fps':>7} {'fps/camera':>22} {'p50 ms':>7} {'p95 ms':>7} {'cpu':>5}   rounds")
     for m, r in modes.items():
         per = r.get("fps_per_camera") or []
         per_s = " ".join(f"{x:.1f}" for x in per) if len(per) <= 4 else f"{min(per):.1f}..{max(per):.1f}"
         cpu = r.get("cpu_util")
-        lines.append(f"{m:<13} {r['fps']:>7.1f} {per_s:>22} {_fmt(r.get('latency_p50_ms')):>7} "
+        lines.append(f"{m:<16} {r['fps']:>7.1f} {per_s:>22} {_fmt(r.get('latency_p50_ms')):>7} "
                      f"{_fmt(r.get('latency_p95_ms')):>7} {('-' if cpu is None else f'{cpu:.0%}'):>5}   "
                      + ", ".join(f"{x:.1f}" for x in r["rounds"]))
     if "limit_fps" in result:
@@ -927,9 +936,12 @@ def format_table(result: dict[str, Any]) -> str:
         extra = f" (infer-alone: detector {inf.get('detect_fps', 0):.0f}/s"
         if inf.get("region_fps"):
             extra += f", region model {inf['region_fps']:.0f}/s x {inf.get('objects_per_frame', 0):.2f} per frame"
-        lines.append(f"{'limit':<13} {result['limit_fps']:>7.1f}   = 1/(1/decode-alone + 1/infer-alone){extra})")
+        lines.append(f"{'limit':<16} {result['limit_fps']:>7.1f}   = 1/(1/decode-alone + 1/infer-alone){extra})")
+    for m, r in modes.items():
+        if r.get("threads"):
+            lines.append(f"{m + ':':<17}{r['threads']}")
     for key, value in result.get("ratios", {}).items():
-        lines.append(f"{key:<20} {value:5.2f}x")
+        lines.append(f"{key:<24} {value:5.2f}x")
     for c in result.get("checks", []):
         lines.append(f"target {c['check']:<36} {c['value']:6.2f}  {'ok' if c['ok'] else 'BELOW TARGET'}")
     for key, a in result.get("agreement", {}).items():
@@ -959,7 +971,8 @@ def draw_chart(result: dict[str, Any], path: str | Path) -> None:
         y = h - bottom - int(k * step / peak * plot_h)
         cv2.line(img, (left, y), (w - 20, y), (225, 225, 225), 1)
         cv2.putText(img, f"{k * step:g}", (10, y + 5), font, 0.45, (90, 90, 90), 1, cv2.LINE_AA)
-    colours = {"vapipe": (60, 140, 40), "vapipe-sync": (120, 190, 110), "limit": (60, 60, 200),
+    colours = {"vapipe": (60, 140, 40), "vapipe-sync": (120, 190, 110), "vapipe-unplanned": (120, 190, 110),
+               "limit": (60, 60, 200),
                "decode-alone": (170, 170, 170), "infer-alone": (170, 170, 170)}
     slot = (w - left - 20) / len(bars)
     for i, (name, value) in enumerate(bars):

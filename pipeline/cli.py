@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="bench-output", metavar="DIR", help="where bench.json and bench.png go")
     b.add_argument("--rounds", type=int, default=3, metavar="R", help="rounds (median reported)")
     b.add_argument("--modes", default=None, metavar="M,M",
-                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,decode-alone,infer-alone")
+                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,vapipe-unplanned,"
+                        "decode-alone,infer-alone")
 
     t = with_config(sub.add_parser("tune", help="search requests, streams, decoder threads and resize for a source"))
     t.add_argument("name")

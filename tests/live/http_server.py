@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
+import random
 import signal
 import sys
 import threading
@@ -112,7 +112,7 @@ class MjpegHandler(BaseHTTPRequestHandler):
         try:
             while True:
                 if garbage_after is not None and i >= garbage_after:
-                    body = b"\xff\xd8" + os.urandom(len(self.jpegs[0]) // 2)
+                    body = b"\xff\xd8" + random.Random(i).randbytes(len(self.jpegs[0]) // 2)  # seeded: same run every time
                 else:
                     body = self.jpegs[i % len(self.jpegs)]
                 self.wfile.write(_part(body))

@@ -14,7 +14,7 @@ import cv2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "decode-alone", "infer-alone")
+MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned", "decode-alone", "infer-alone")
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +69,14 @@ def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -
         if mode != "infer-alone":
             assert r["frames_per_camera"] == [30], mode
             assert 0 < r["cpu_util"] <= 1.05, mode
-    for mode in ("naive", "hand-tuned", "vapipe", "vapipe-sync"):
+    for mode in ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned"):
         assert result["modes"][mode]["latency_p95_ms"] >= result["modes"][mode]["latency_p50_ms"] > 0
-    assert set(result["ratios"]) == {"vapipe/naive", "vapipe/hand-tuned", "vapipe/vapipe-sync", "vapipe/limit"}
+    assert set(result["ratios"]) == {"vapipe/naive", "vapipe/hand-tuned", "vapipe/vapipe-sync",
+                                     "vapipe/vapipe-unplanned", "vapipe/limit"}
+    assert result["modes"]["vapipe"]["threads"].startswith("threads: ")
+    assert result["modes"]["vapipe-unplanned"]["threads"] == "threads: runtime defaults (--cores 0: no plan)"
     # Honesty: the same people in the same frames, boxes nearly identical.
-    for key in ("naive vs vapipe", "hand-tuned vs vapipe", "vapipe-sync vs vapipe"):
+    for key in ("naive vs vapipe", "hand-tuned vs vapipe", "vapipe-sync vs vapipe", "vapipe-unplanned vs vapipe"):
         a = result["agreement"][key]
         assert a["frames"] == 30
         assert a["objects_ref"] >= 20, a  # a person is in view in (nearly) every frame
@@ -84,13 +87,17 @@ def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -
 
 
 def test_bench_faces_landmarks_agree(env: dict[str, str], videos_dir: Path, tmp_path: Path) -> None:
+    """Two models at once, with the thread plan and with every runtime's defaults."""
     gif = videos_dir / "head-pose-face-detection-female-and-male.gif"
     proc = bench(env, "faces", "--source", gif, "--frames", 20, "--rounds", 1, "--out", tmp_path,
-                 "--modes", "naive,hand-tuned,vapipe")
+                 "--modes", "naive,hand-tuned,vapipe,vapipe-unplanned")
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "bench.json").read_text())
-    assert set(result["modes"]) == {"naive", "hand-tuned", "vapipe"}
-    for key in ("naive vs vapipe", "hand-tuned vs vapipe"):
+    assert set(result["modes"]) == {"naive", "hand-tuned", "vapipe", "vapipe-unplanned"}
+    planned = result["modes"]["vapipe"]["threads"]
+    assert "face_detect 1 stream x 1 thread" in planned and "landmarks 1 stream x 1 thread" in planned, planned
+    assert "vapipe/vapipe-unplanned" in result["ratios"]
+    for key in ("naive vs vapipe", "hand-tuned vs vapipe", "vapipe-unplanned vs vapipe"):
         a = result["agreement"][key]
         assert a["objects_ref"] >= 15 and a["matched"] == a["objects_ref"] == a["objects"], (key, a)
         assert a["mean_iou"] > 0.9, (key, a)
