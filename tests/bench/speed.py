@@ -8,7 +8,7 @@ the decoder, take most of the CPU: the thread plan's case).  Each prints its tab
 alone, inference alone, limit, ratios and targets) and writes ``bench.json`` and
 ``bench.png`` into ``OUT/<run>/``.
 
-    python -m tests.bench.speed [--frames 400] [--rounds 3] [--out bench-output] [--only persons-1,...]
+    python -m tests.bench.speed [--frames 400] [--rounds 5] [--out bench-output] [--only persons-1,...]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ RUNS = {  # name -> (pipeline, shared video, cameras, made into a 1080p H.264 cl
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=400, help="frames per camera (and length of the clips)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per mode; the median is reported")
     ap.add_argument("--out", default="bench-output")
     ap.add_argument("--only", default=",".join(RUNS), help=f"comma-separated subset of {', '.join(RUNS)}")
     args = ap.parse_args(argv)
