@@ -57,17 +57,20 @@ faces on the 1080p clip (200 frames, 3 runs; the 1080p MP4 encode dominates)
   plan                                         48.4 (47.8-55.3)  default
   2 streams x 2 threads each, decoder 1        45.9 (43.9-53.0)
 
-Side by side in one ``vapipe bench`` run (mode ``vapipe-unplanned`` is ``--cores 0``),
-7 rounds, in-memory outputs:
+Side by side in ``make bench`` (mode ``vapipe-unplanned`` is ``--cores 0``), median
+of 5 rounds, in-memory outputs, total FPS:
 
-faces, 480x270 GIF, 600 frames        plan 307 FPS, defaults 264 (1.17x; plan ahead in 6 of 7 rounds)
-faces, 1080p clip, 400 frames         plan 221 FPS, defaults 223: both use the two cores whole,
-                                      decoding (3.6 ms CPU a frame) dominates; the plan halves
-                                      the median latency (12.9 against 23.4 ms)
+                                      plan   defaults
+  faces, 480x270 GIF                   336   278   1.21x  cheap decoding: the models' threads count most
+  faces, 1080p clip                    230   209   1.10x  (a 7-round run: 221 vs 223)
+  persons, 1080p clip, 1 camera        274   251   1.09x
+  persons, 1080p clip, 4 cameras       281   274   1.03x
 
-The plan beats the runtimes' own defaults where inference dominates and is even
-where decoding does; nothing measured was clearly better, so it is the
-default.  ``--cores 0`` restores every runtime's own choice.
+On the 1080p clips both settings use the two cores whole and decoding takes the
+largest share; there the plan's gain is latency (faces: median 13 against 30 ms).
+
+The plan beats the runtimes' own defaults most where inference dominates;
+nothing measured was clearly better, so it is the default.  ``--cores 0`` restores every runtime's own choice.
 
 Not used: OpenVINO's automatic batching for several cameras on one model.  On CPU
 ``BATCH:CPU(n)`` passes requests through one at a time (automatic batching is a GPU
