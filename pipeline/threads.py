@@ -70,7 +70,8 @@ On the 1080p clips both settings use the two cores whole and decoding takes the
 largest share; there the plan's gain is latency (faces: median 13 against 30 ms).
 
 The plan beats the runtimes' own defaults most where inference dominates;
-nothing measured was clearly better, so it is the default.  ``--cores 0`` restores every runtime's own choice.
+nothing measured was clearly better, so it is the default.  ``--cores 0``
+restores every runtime's own choice.
 
 Not used: OpenVINO's automatic batching for several cameras on one model.  On CPU
 ``BATCH:CPU(n)`` passes requests through one at a time (automatic batching is a GPU
