@@ -582,7 +582,8 @@ def bench_spec(spec: Any, plan: BenchPlan) -> Any:
     return new
 
 
-def _mode_vapipe(plan: BenchPlan, sync: bool, planned: bool = True) -> dict[str, Any]:
+def _mode_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
+    """``mode``: vapipe, vapipe-sync or vapipe-unplanned (see the module docstring)."""
     from .config import validate_pipeline
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline, source_ids
@@ -592,8 +593,8 @@ def _mode_vapipe(plan: BenchPlan, sync: bool, planned: bool = True) -> dict[str,
     spec.stages[-1].params["source"] = source_ids(sources)[0]
     validate_pipeline(spec, plan.config)
     graph = build_graph(spec, plan.config)
-    opts = RunOptions(output_dir=Path(plan.out) / "vapipe-output", sync=sync, max_frames=plan.frames,
-                      handle_signals=False, cores=None if planned else 0)
+    opts = RunOptions(output_dir=Path(plan.out) / "vapipe-output", sync=mode == "vapipe-sync",
+                      max_frames=plan.frames, handle_signals=False, cores=0 if mode == "vapipe-unplanned" else None)
     first: list[tuple[float, float]] = []
 
     def progress(stats: list[Any]) -> None:
@@ -617,7 +618,6 @@ def _mode_vapipe(plan: BenchPlan, sync: bool, planned: bool = True) -> dict[str,
     res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
                      if n != RECORDER}
     res["threads"] = summary.threads
-    mode = "vapipe-sync" if sync else "vapipe" if planned else "vapipe-unplanned"
     _write_records(plan, mode, dict(BenchRecorder.records))
     return res
 
@@ -719,9 +719,9 @@ def run_worker(mode: str, plan: BenchPlan) -> dict[str, Any]:
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "naive": lambda: _mode_naive(plan),
         "hand-tuned": lambda: _mode_hand_tuned(plan),
-        "vapipe": lambda: _mode_vapipe(plan, sync=False),
-        "vapipe-sync": lambda: _mode_vapipe(plan, sync=True),
-        "vapipe-unplanned": lambda: _mode_vapipe(plan, sync=False, planned=False),
+        "vapipe": lambda: _mode_vapipe(plan, "vapipe"),
+        "vapipe-sync": lambda: _mode_vapipe(plan, "vapipe-sync"),
+        "vapipe-unplanned": lambda: _mode_vapipe(plan, "vapipe-unplanned"),
         "decode-alone": lambda: _mode_decode(plan),
         "infer-alone": lambda: _mode_infer(plan),
     }

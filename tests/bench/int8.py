@@ -35,6 +35,13 @@ def _scoring_at_least(records: dict[str, dict], min_score: float) -> dict[str, d
             for k, r in records.items()}
 
 
+def _kept_line(name: str, a: dict) -> str:
+    """One line of :func:`compare_records` output: reference boxes kept at IoU >= 0.8."""
+    kept = a["matched"] / a["objects_ref"] if a["objects_ref"] else 1.0
+    return (f"{name} boxes: {a['matched']}/{a['objects_ref']} kept at IoU >= 0.8 ({kept:.1%}), "
+            f"{a['objects']} found, mean IoU {a['mean_iou']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=400)
@@ -85,18 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         kept = a["matched"] / a["objects_ref"] if a["objects_ref"] else 1.0
         good = kept >= TARGET_KEPT
         ok = ok and (good or v != "int8")
-        print(f"{v} vs f32 boxes: {a['matched']}/{a['objects_ref']} kept at IoU >= 0.8 ({kept:.1%}), "
-              f"{a['objects']} found, mean IoU {a['mean_iou']}" + (f"  (target >= {TARGET_KEPT:.0%}) "
-                                                                   f"{'ok' if good else 'BELOW TARGET'}"
-                                                                   if v == "int8" else ""))
+        print(_kept_line(f"{v} vs f32", a) + (f"  (target >= {TARGET_KEPT:.0%}) {'ok' if good else 'BELOW TARGET'}"
+                                              if v == "int8" else ""))
         if c["objects_ref"]:
             print(f"  of the f32 boxes scoring >= {clear:.2f}: {c['matched']}/{c['objects_ref']} kept "
                   f"({c['matched'] / c['objects_ref']:.1%})")
     # the precision a user runs by default, as the reference
     d = compare_records(records["default"], records["int8"], min_iou=0.8)
     if d["objects_ref"]:
-        print(f"int8 vs default boxes: {d['matched']}/{d['objects_ref']} kept at IoU >= 0.8 "
-              f"({d['matched'] / d['objects_ref']:.1%}), {d['objects']} found, mean IoU {d['mean_iou']}")
+        print(_kept_line("int8 vs default", d))
     return 0 if ok else 1
 
 
