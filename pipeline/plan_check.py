@@ -82,8 +82,9 @@ class Snapshot:
 
 
 def take_snapshot(check: "PlanCheck") -> Snapshot:
+    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
     return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
-                    {tid: thread_cpu_s(tid) or 0.0 for tid in check.thread_ids()},
+                    {tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
                     [c.counters() for c in check.cameras])
 
 
@@ -137,7 +138,10 @@ class PlanCheck:
         if snap.machine is not None and base.machine is not None:
             others = max(0.0, (snap.machine - base.machine - cpu) / wall)  # cores other processes used
         decoded = processed = 0
-        python_cpu = sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in snap.threads if t in base.threads)
+        def used(tids: Any) -> float:  # CPU seconds of threads alive at both ends of the window
+            return sum(snap.threads[t] - base.threads[t] for t in tids if t in snap.threads and t in base.threads)
+
+        python_cpu = used(snap.threads)
         decode_ms: list[float] = []
         host_cpu = 0.0
         behind = starving = 0.0
@@ -147,9 +151,10 @@ class PlanCheck:
             d_out = now_c["processed"] - then_c["processed"]
             decoded += d_dec
             processed += d_out
-            dec_cpu = sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in cam.thread_ids("read", "decode"))
-            decode_ms.append(1000.0 * dec_cpu / d_dec if d_dec else float("nan"))
-            host_cpu += sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in cam.thread_ids("work"))
+            readers = cam.thread_ids("read", "decode")
+            alive = all(t in snap.threads and t in base.threads for t in readers)
+            decode_ms.append(1000.0 * used(readers) / d_dec if d_dec and alive else float("nan"))
+            host_cpu += used(cam.thread_ids("work"))
             behind = max(behind, (now_c["put_wait_s"] - then_c["put_wait_s"]) / wall)
             if not cam.paced:
                 starving = max(starving, (now_c["get_wait_s"] - then_c["get_wait_s"]) / wall)

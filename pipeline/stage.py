@@ -90,6 +90,12 @@ class Stage:
         self.ensure_open()
         return self.process(frame)
 
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Any] | None:
+        """For a stage with a thread pool of its own whose ``threads`` parameter the thread plan
+        sets (an encoder): a cost-cache key and a no-argument callable returning the CPU ms of
+        one frame of ``source_wh`` on one thread.  None for other stages."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
