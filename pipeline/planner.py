@@ -192,6 +192,9 @@ class ThreadPlan:
             lines.append(f"  {runtime} {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}) x "
                          f"{m.get('per_frame', 1):.2f}/frame -> {streams} stream{'s' if streams != 1 else ''} x "
                          f"{per_stream} thread{mark[name]}{req}, {m.get('cores', 0):.2f} cores")
+        if any(self._engine(n) == "onnxruntime" for n in self.infer):
+            lines.append(f"  onnxrt   process-wide intra-op pool: {self.ort_intra_threads} thread(s) per inference "
+                         "(the caller counts as one), 1 inter-op, no pinning")
         for name, dev in self.untouched.items():
             lines.append(f"  openvino {name} on {dev} (plugin's choice)")
         for name, e in self.encoders.items():
