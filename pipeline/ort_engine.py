@@ -85,14 +85,25 @@ class OrtModel:
     runner: ThreadPoolExecutor
     metadata: dict[str, str] = field(default_factory=dict)
     device: str = "CPU"
+    _arbiter: Any = field(default=None, repr=False)
 
     @property
     def optimal_requests(self) -> int:
         return self.streams + 1
 
-    def create_pool(self, num_requests: int = 0) -> OrtRequestPool:
-        """A pool of ``num_requests`` inferences in flight (0: streams + 1, at least 2)."""
-        return OrtRequestPool(self, num_requests if num_requests > 0 else max(2, self.optimal_requests))
+    def create_pool(self, num_requests: int = 0, priority: Any = None) -> OrtRequestPool:
+        """A pool of ``num_requests`` inferences in flight (0: streams + 1, at least 2); with a
+        ``priority``, starts are ordered against other cameras' (:mod:`pipeline.arbiter`)."""
+        return OrtRequestPool(self, num_requests if num_requests > 0 else max(2, self.optimal_requests), priority)
+
+    def arbiter(self) -> Any:
+        """The session's request arbiter: at most ``streams`` inferences started at once."""
+        with _POOL_LOCK:
+            if self._arbiter is None:
+                from .arbiter import RequestArbiter
+
+                self._arbiter = RequestArbiter(self.streams)
+            return self._arbiter
 
     def infer(self, image: np.ndarray) -> list[np.ndarray]:
         """Outputs for one u8 (1, H, W, 3) image, on the calling thread."""
@@ -105,9 +116,11 @@ class OrtRequestPool:
     :class:`pipeline.engine.RequestPool`; used by one thread).  ``start`` copies nothing:
     the image must stay unchanged until the job finishes (stages pass fresh arrays)."""
 
-    def __init__(self, model: OrtModel, num_requests: int) -> None:
+    def __init__(self, model: OrtModel, num_requests: int, priority: Any = None) -> None:
         self.model = model
         self.size = max(1, num_requests)
+        self.priority = priority
+        self._arbiter = model.arbiter() if priority is not None else None
         self._inflight: deque[Job] = deque()
 
     def grow(self, size: int) -> None:
@@ -118,13 +131,24 @@ class OrtRequestPool:
             self.finish(self._inflight[0])
         if image.ndim == 3:
             image = image[None]
+        if self._arbiter is not None:
+            self._arbiter.acquire(self.priority, self.finish_completed)
         future: Future = self.model.runner.submit(self.model.infer, image)
-        job = Job(future, postprocess)
+        job = Job(future, postprocess, self._arbiter)
         self._inflight.append(job)
         return job
 
     def is_done(self, job: Job) -> bool:
         return job.done or job.request.done()
+
+    def finish_completed(self) -> None:
+        """Finish every job whose inference is done (results and errors stay on the jobs)."""
+        for job in list(self._inflight):
+            if not job.done and self.is_done(job):
+                try:
+                    self.finish(job)
+                except Exception:  # noqa: BLE001 - kept on the job for whoever asks
+                    pass
 
     def finish(self, job: Job) -> Any:
         if job.done:
@@ -134,6 +158,7 @@ class OrtRequestPool:
         try:
             outputs = job.request.result()
         finally:
+            job.release()
             self._inflight.remove(job)
             job.done = True
         try:

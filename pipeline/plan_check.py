@@ -170,7 +170,7 @@ class PlanCheck:
         valid_decode = [x for x in decode_ms if x == x]  # not NaN
         self.observed = {
             "window_s": round(wall, 2), "cpu_util": round(util, 3), "fps": round(processed / wall, 2),
-            "decode_ms": [round(x, 3) for x in valid_decode],
+            "decode_ms": [round(x, 3) if x == x else None for x in decode_ms],  # None: not measurable
             "host_ms": round(1000.0 * host_cpu / processed, 3),
             "infer_ms": {n: round(planned[n]["ms"] * scale, 3) for n in planned},
             "per_frame": {n: round(v, 3) for n, v in per_frame.items()},
@@ -254,7 +254,7 @@ class PlanCheck:
             if info is not None and info.objects:
                 self.cache.put(objects_key(self.pipeline, name), round(value, 3))
         for cam, uri, ms in zip(self.cameras, self.uris, self.observed.get("decode_ms", [])):
-            if cam.live and ms == ms:
+            if not cam.can_probe and ms is not None:
                 self.cache.put(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})
 
     def summary_lines(self) -> list[str]:
@@ -263,7 +263,7 @@ class PlanCheck:
         if obs:
             models = ", ".join(f"{n} {obs['infer_ms'][n]:.2f} ms x {obs['per_frame'][n]:.2f}/frame"
                                for n in obs.get("infer_ms", {}))
-            dec = ", ".join(f"{x:.2f}" for x in obs.get("decode_ms", []))
+            dec = ", ".join("?" if x is None else f"{x:.2f}" for x in obs.get("decode_ms", []))
             lines.append(f"  observed: decode {dec} ms/frame, host {obs['host_ms']:.2f} ms/frame, {models}; "
                          f"decoders waited {obs['decoder_waits_full']:.0%}, workers waited "
                          f"{obs['worker_waits_empty']:.0%} of the time")
@@ -291,6 +291,7 @@ class _CameraView:
         self.camera = camera
         source = camera.source
         self.live = bool(getattr(source, "live", False))
+        self.can_probe = bool(getattr(source, "can_probe", not self.live))
         params = getattr(source, "params", None)
         self.paced = self.live or bool(getattr(params, "realtime", False)) or camera.opts.capture_delay_ms > 0
 

@@ -116,6 +116,9 @@ class InferStage(Stage):
         self._reconfigure: dict[str, Any] | None = None
         #: inferences started (a detector: one per frame it runs on; a region model: one per object)
         self.inferences = 0
+        #: the camera's priority on shared models (:class:`pipeline.arbiter.SourcePriority`),
+        #: set by the runtime before ``open``; None: first come, first served
+        self.priority: Any = None
 
     # thread plan -------------------------------------------------------------------------
     def planning_probe(self, source_wh: tuple[int, int]) -> Any:
@@ -222,6 +225,12 @@ class SourceStage(Stage):
     kind: ClassVar[str] = "source"
     live: bool = False
     total_frames: int | None = None
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether the source can be opened and read ahead of a run to time its decoding
+        (files, folders, scenes: yes; cameras and streams, which connect: no)."""
+        return not self.live
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

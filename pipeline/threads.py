@@ -231,11 +231,11 @@ def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, d
     """(ms per frame, source size, a decoded frame or None, origin) of one source."""
     key = decode_key(uri, needs_image)
     entry = cache.get(key)
-    live = bool(getattr(_probe_source(graph, uri, overrides, opened=False), "live", False))
+    connects = not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
     if isinstance(entry, dict) and "ms" in entry:
         wh = (int(entry.get("width", 0)), int(entry.get("height", 0))) if entry.get("width") else None
-        return float(entry["ms"]), wh, None, "observed" if live else "cached"
-    if live:  # not probed before it connects: assumed until a run observes it
+        return float(entry["ms"]), wh, None, "observed" if connects else "cached"
+    if connects:  # a camera or stream is not probed before it connects: assumed until a run observes it
         return ASSUMED_DECODE_MS, None, None, "assumed"
     cache.measurements += 1
     ms, frame = measure_decode(uri, needs_image, lambda u: _probe_source(graph, u, overrides, opened=True))

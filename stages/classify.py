@@ -59,7 +59,7 @@ class Classify(InferStage):
         if hasattr(self.adapter, "bind_model"):
             self.adapter.bind_model(model)
         n = self.params.requests or max(2, model.optimal_requests)
-        self.pool: RequestPool = model.create_pool(n)
+        self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
 
     def close(self) -> None:

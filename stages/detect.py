@@ -101,12 +101,13 @@ class Detect(InferStage):
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
         if kind == "host":
             model = self._load(size)
-            return _Route(model, model.create_pool(self.params.requests), self.adapter.host_input)
+            return _Route(model, model.create_pool(self.params.requests, self.priority), self.adapter.host_input)
         h, w = size or self._load(None).input_hw
         box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
         model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
                            pad_top_left=(int(box.pad_y), int(box.pad_x)))
-        return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
+        return _Route(model, model.create_pool(self.params.requests, self.priority),
+                      lambda frame, hw: (frame.image(), box))
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
