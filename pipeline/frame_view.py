@@ -26,7 +26,7 @@ import numpy as np
 from .frame import PIXEL_FORMATS, Detections, Frame, resize_yuv420, warp_yuv420, yuv420_planes
 from .geometry import ViewGeometry
 
-__all__ = ["TransformedFrame", "BufferPool", "masked", "detached", "SinkView", "sink_picture"]
+__all__ = ["TransformedFrame", "BufferPool", "masked", "detached", "SinkView", "SINK_VIEW_HELP", "sink_picture"]
 
 #: what a sink writes: the decoded frame (detections mapped back) or the transformed view
 SinkView = Literal["source", "preprocessed"]

@@ -34,15 +34,12 @@ from pipeline.stage import Stage
 __all__ = ["Preprocess"]
 
 MAX_SIDE = 16384
+MAX_COORD = 1e6  # mask coordinates (pixels); far beyond any frame, within the rasteriser's range
 
 
 def _is_fraction(values: list[float]) -> bool:
     """Coordinates given as fractions of the frame: every value within [0, 1]."""
     return all(0.0 <= v <= 1.0 for v in values)
-
-
-def _error(kind: str, message: str) -> PydanticCustomError:
-    return PydanticCustomError(kind, message)
 
 
 class Preprocess(Stage):
@@ -74,14 +71,14 @@ class Preprocess(Stage):
             if value is None:
                 return None
             if len(value) != 4:
-                raise _error("crop", f"crop needs 4 numbers [x1, y1, x2, y2], got {len(value)}")
+                raise PydanticCustomError("crop", f"crop needs 4 numbers [x1, y1, x2, y2], got {len(value)}")
             if not all(math.isfinite(v) for v in value):
-                raise _error("crop", "crop coordinates must be finite numbers")
+                raise PydanticCustomError("crop", "crop coordinates must be finite numbers")
             x1, y1, x2, y2 = value
             if min(value) < 0:
-                raise _error("crop", "crop is outside the frame: coordinates must be >= 0")
+                raise PydanticCustomError("crop", "crop is outside the frame: coordinates must be >= 0")
             if x2 <= x1 or y2 <= y1:
-                raise _error("crop", "crop is empty: needs x1 < x2 and y1 < y2")
+                raise PydanticCustomError("crop", "crop is empty: needs x1 < x2 and y1 < y2")
             return value
 
         @field_validator("masks")
@@ -89,12 +86,13 @@ class Preprocess(Stage):
         def _masks(cls, value: list[list[list[float]]]) -> list[list[list[float]]]:
             for i, poly in enumerate(value):
                 if len(poly) < 3:
-                    raise _error("mask", f"mask {i} has {len(poly)} point(s); a polygon needs at least 3")
+                    raise PydanticCustomError("mask", f"mask {i} has {len(poly)} point(s); a polygon needs at least 3")
                 for point in poly:
-                    if len(point) != 2 or not all(math.isfinite(c) for c in point):
-                        raise _error("mask", f"mask {i}: point {point} is not [x, y] (two finite numbers)")
+                    if len(point) != 2 or not all(math.isfinite(c) and abs(c) <= MAX_COORD for c in point):
+                        raise PydanticCustomError("mask", f"mask {i}: point {point} is not [x, y] (two numbers "
+                                                  f"within +-{MAX_COORD:g})")
                 if _area(np.asarray(poly, np.float64)) <= 0:
-                    raise _error("mask", f"mask {i} has no area (its points are on one line)")
+                    raise PydanticCustomError("mask", f"mask {i} has no area (its points are on one line)")
             return value
 
     params: Params

@@ -71,7 +71,8 @@ def test_scaling_matches_cv2_resize_sampling(crop, rotate: int, flip: str) -> No
     rng = np.random.default_rng(1)
     src = rng.integers(0, 255, (H, W), np.uint8).astype(np.float32)
     g = _geometry(crop, rotate, flip)
-    ref = cv2.resize(np.ascontiguousarray(_reference(src, crop, rotate, flip)), (17, 13), interpolation=cv2.INTER_LINEAR)
+    ref = cv2.resize(np.ascontiguousarray(_reference(src, crop, rotate, flip)), (17, 13),
+                     interpolation=cv2.INTER_LINEAR)
     scaled = g.resize(17, 13)
     ours = cv2.warpAffine(src, scaled.cv_matrix(), (17, 13), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     assert np.abs(ours - ref).max() < 0.05
@@ -89,7 +90,8 @@ def test_boxes_keypoints_and_landmarks_round_trip() -> None:
     again = g.detections_to_view(back)
     assert np.allclose(again.xyxy, dets.xyxy, atol=1e-3)
     assert all(np.allclose(a, b, atol=1e-3) for a, b in zip(again.keypoints, dets.keypoints))
-    assert all(np.allclose(a["landmarks"], b["landmarks"], atol=1e-3) for a, b in zip(again.attributes, dets.attributes))
+    assert all(np.allclose(a["landmarks"], b["landmarks"], atol=1e-3)
+               for a, b in zip(again.attributes, dets.attributes))
     assert list(back.label) == list(dets.label) and np.array_equal(back.score, dets.score)
     assert all(a["colour"] == "red" for a in back.attributes)
     # boxes stay boxes: corners ordered, inside the crop region of the source
