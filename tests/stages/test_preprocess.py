@@ -110,6 +110,8 @@ def test_crop_turn_and_scale_map_results_back_to_camera_pixels(tmp_path: Path, c
     stages = (f"      - {{name: prep, type: preprocess, params: {{crop: {list(CROP)}, rotate: 90, height: 130}}}}\n"
               "      - {name: spot, type: 'tests.stages.preprocess_helpers:BrightSpot'}\n"
               "      - {name: encode, type: encode}\n"
+              "      - {name: view_encode, type: encode, params: {path: '{output}/view.mp4', view: preprocessed, "
+              "annotate: false}}\n"
               "      - {name: metadata, type: metadata}\n"
               "      - {name: view_metadata, type: metadata, params: {path: '{output}/view.jsonl', "
               "view: preprocessed}}\n")
@@ -142,6 +144,15 @@ def test_crop_turn_and_scale_map_results_back_to_camera_pixels(tmp_path: Path, c
     outline = np.concatenate([frames[0][y1 + 2:y2 - 2, x1], frames[0][y1 + 2:y2 - 2, x2 - 1],
                               frames[0][y1, x1 + 2:x2 - 2], frames[0][y2 - 1, x1 + 2:x2 - 2]])
     assert outline.mean() > 150 and frames[0][120, 100:200].mean() < 60  # white outline, dark inside
+
+    # the transformed frame's own video: the turned, scaled crop, the square where the view saw it
+    with av.open(str(out / "view.mp4")) as c:
+        turned = [f.to_ndarray(format="gray") for f in c.decode(video=0)]
+    assert len(turned) == len(corners) and turned[0].shape == (130, 106)
+    centres = [((o["box"][0] + o["box"][2]) / 2, (o["box"][1] + o["box"][3]) / 2, grey)
+               for grey, vrec in zip(turned, view) for o in vrec["objects"]
+               if min(o["box"][2] - o["box"][0], o["box"][3] - o["box"][1]) >= 6]
+    assert len(centres) >= 10 and all(grey[int(cy), int(cx)] > 200 for cx, cy, grey in centres)
 
 
 def test_a_masked_object_is_never_found_and_the_mp4_shows_the_mask(tmp_path: Path, clip) -> None:
