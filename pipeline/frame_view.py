@@ -7,7 +7,8 @@ the whole :class:`~pipeline.frame.Frame` API in its own pixels: ``width`` and
 view's pixels, and its detections are in view pixels.  No full-size pixels are
 made for it: ``resized`` and ``warped`` read the decoder's YUV planes of the
 source (slices of them for a crop) and fold the view into their own resize or
-warp; ``image()`` cuts, scales and turns the source's BGR image.
+warp; ``image()`` cuts, scales and turns the source's BGR image, or scales a
+scaled-down view from the planes.
 :meth:`TransformedFrame.original` gives the source frame with the detections
 mapped back to its pixels, which is what sinks write by default.
 """
@@ -66,10 +67,15 @@ class TransformedFrame(Frame):
         return src
 
     def image(self) -> np.ndarray:
-        """The view as BGR uint8 (height, width, 3), cut, scaled and turned from the source's
-        BGR image; cached."""
+        """The view as BGR uint8 (height, width, 3); cached.  Cut, scaled and turned from the
+        source's BGR image (FFmpeg converts the whole frame faster than the planes of a crop
+        are converted), except for a view scaled to less than half its window's pixels, which
+        is scaled from the planes (measured 2.4 against 3.6 ms for 1080p analysed at 720 rows)."""
         if self._image is None:
-            self._image = _render(self.source, self.geometry, "bgr24", from_image=True)
+            g = self.geometry
+            win = _window(g)
+            scaled_down = 2 * g.size[0] * g.size[1] < (win.x1 - win.x0) * (win.y1 - win.y0)
+            self._image = _render(self.source, g, "bgr24", from_image=not scaled_down)
         return self._image
 
     def resized(self, width: int, height: int, fmt: str = "bgr24") -> np.ndarray:

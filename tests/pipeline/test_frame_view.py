@@ -116,9 +116,9 @@ def test_scaled_view_from_planes_and_from_a_converted_frame() -> None:
     converted.image()
     from_image = stage(converted)
     assert (from_planes.width, from_planes.height) == (480, 640)  # width follows the aspect ratio
-    for view in (from_planes, from_image):
+    for view in (from_planes, from_image):  # the full-size view: scaled from planes / cut from BGR
         mean, p99 = _diff(view.image(), ref)
-        assert mean < 1.0 and p99 <= 6, (mean, p99)
+        assert mean < 2.0 and p99 <= 8, (mean, p99)
         want = cv2.resize(_reference_view(full, (320, 0, 1280, 720), 270, "none"), (90, 160),
                           interpolation=cv2.INTER_LINEAR)
         mean, p99 = _diff(view.resized(90, 160), want)
