@@ -1,7 +1,7 @@
 """Cost of the ``preprocess`` stage on a 1080p H.264 clip.
 
-Part 1, per frame, in this process (median over the frames, each on a fresh frame so no
-cache helps): the stage itself (making the view; masks), the detector input built from
+Part 1, per frame, in this process (median over the frames; the operations take turns on
+each frame, each on a fresh frame so no cache helps): the stage itself (making the view; masks), the detector input built from
 the view (the 224x224 pose input; a 640x360 picture) next to the same input built from the
 plain frame, and the naive way (convert the full frame to BGR, then crop, turn and
 scale it with OpenCV).  Part 2: the ``persons`` pipeline with and without a preprocess
@@ -47,18 +47,23 @@ def cpu_name() -> str:
     return f"{model}, {vec}, {os.cpu_count()} cores"
 
 
-def _ms(frames: list[av.VideoFrame], op: Callable[[Frame], object], convert: bool = False) -> float:
-    """Median milliseconds of ``op`` on a fresh frame of each decoded frame (``convert``: the
-    frame's BGR image made beforehand, as the runtime does when a stage needs it)."""
-    times = []
-    for av_frame in frames:
-        frame = Frame("bench", 0, av_frame.width, av_frame.height, av_frame=av_frame)
-        if convert:
-            frame.image()
-        t0 = time.perf_counter()
-        op(frame)
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+def _interleaved(frames: list[av.VideoFrame], ops: list[tuple[str, Callable[[Frame], object], bool]],
+                 repeats: int = 3) -> list[tuple[str, float]]:
+    """Median milliseconds of each op, the ops taking turns on every frame (the machine's load
+    then weighs on all of them alike).  Each op gets a fresh frame (no cache helps); with its
+    flag set, the frame's BGR image is made beforehand, as the runtime does when a stage
+    needs it."""
+    times: dict[str, list[float]] = {name: [] for name, _, _ in ops}
+    for _ in range(repeats):
+        for i, av_frame in enumerate(frames):
+            for name, op, convert in ops if i % 2 else ops[::-1]:  # no op always runs first
+                frame = Frame("bench", 0, av_frame.width, av_frame.height, av_frame=av_frame)
+                if convert:
+                    frame.image()
+                t0 = time.perf_counter()
+                op(frame)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    return [(name, statistics.median(v)) for name, v in times.items()]
 
 
 def _naive_view(frame: Frame) -> Frame:
@@ -77,22 +82,21 @@ def per_frame(frames: list[av.VideoFrame]) -> list[tuple[str, float]]:
     def pose_input(frame: Frame) -> object:
         return pose.host_input(frame, (224, 224))
 
-    return [
-        ("decode (reference)", _decode_ms(frames[0].width)),
-        ("stage: crop + turn + scale (the view only)", _ms(frames, view)),
-        ("stage: ... + 2 masks, from the planes", _ms(frames, masks)),
-        ("stage: ... + 2 masks, frame already converted", _ms(frames, masks, convert=True)),
-        ("pose input 224x224, plain frame", _ms(frames, pose_input)),
-        ("pose input 224x224, through the view", _ms(frames, lambda f: pose_input(view(f)))),
-        ("pose input, naive (convert, crop, turn, scale)", _ms(frames, lambda f: pose_input(_naive_view(f)))),
-        ("640x360 BGR, plain frame", _ms(frames, lambda f: f.resized(640, 360))),
-        ("360x640 BGR, through the view (same pixel count)", _ms(frames, lambda f: view(f).resized(360, 640))),
-        ("full-size BGR of the view (encode view: preprocessed)", _ms(frames, lambda f: view(f).image())),
-        ("full-size BGR of the plain frame", _ms(frames, lambda f: f.image())),
-    ]
+    return [("decode (reference)", _decode_ms())] + _interleaved(frames, [
+        ("stage: crop + turn + scale (the view only)", view, False),
+        ("stage: ... + 2 masks, from the planes", masks, False),
+        ("stage: ... + 2 masks, frame already converted", masks, True),
+        ("pose input 224x224, plain frame", pose_input, False),
+        ("pose input 224x224, through the view", lambda f: pose_input(view(f)), False),
+        ("pose input, naive (convert, crop, turn, scale)", lambda f: pose_input(_naive_view(f)), False),
+        ("640x360 BGR, plain frame", lambda f: f.resized(640, 360), False),
+        ("360x640 BGR, through the view (same pixel count)", lambda f: view(f).resized(360, 640), False),
+        ("full-size BGR of the view (encode view: preprocessed)", lambda f: view(f).image(), False),
+        ("full-size BGR of the plain frame", lambda f: f.image(), False),
+    ])
 
 
-def _decode_ms(width: int) -> float:
+def _decode_ms() -> float:
     clip = clip_1080p(400)
     with av.open(str(clip)) as c:
         t0 = time.perf_counter()
@@ -129,7 +133,7 @@ def _vapipe_fps(config: Path, name: str, clip: Path, frames: int, out: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=40, help="decoded frames for the per-frame costs")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="pipeline rounds; 0 skips the pipeline part")
     ap.add_argument("--pipeline-frames", type=int, default=300)
     args = ap.parse_args(argv)
     clip = clip_1080p(400)
@@ -139,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'per frame (median)':<56} {'ms':>7}")
     for label, ms in per_frame(frames):
         print(f"{label:<56} {ms:>7.2f}")
+    if args.rounds < 1:
+        return 0
     fps: dict[str, list[float]] = {"plain": [], "preprocessed": []}
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "pipelines.yaml"
