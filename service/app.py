@@ -82,6 +82,37 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class TokenAuth:
+    """ASGI middleware: with a token, every route but /healthz needs ``Authorization: Bearer TOKEN``
+    (or the cookie a browser gets from ``/?token=TOKEN``, HttpOnly and SameSite=Strict)."""
+
+    def __init__(self, app: Any, guard: Guard) -> None:
+        self.app, self.guard = app, guard
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http" or self.guard.token is None or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else request.cookies.get("vapipe_token")
+        login = request.query_params.get("token") if scope["path"] == "/" else None
+        if login is not None:
+            if not self.guard.token_ok(login):
+                response: Response = _error(401, "wrong token", {"WWW-Authenticate": "Bearer"})
+            else:
+                response = RedirectResponse("/", status_code=303)
+                response.set_cookie("vapipe_token", login, httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+        if not self.guard.token_ok(token):
+            await _error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN' (browsers: open "
+                              "/?token=TOKEN once)", {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> FastAPI:
     app = FastAPI(title="vapipe", version="1", description="Video analytics pipelines as a service: DL Streamer "
                   "Pipeline Server's REST API, sources at run time, metrics and a live view.")
@@ -102,24 +133,6 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         async def handler(_request: Request, exc: Exception, status: int = status) -> JSONResponse:
             return _error(status, str(exc))
         app.add_exception_handler(exc_type, handler)
-
-    # authentication ---------------------------------------------------------------------------------
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if guard.token is None or request.url.path == "/healthz":
-            return await call_next(request)
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else request.cookies.get("vapipe_token")
-        if request.url.path == "/" and request.query_params.get("token") is not None:
-            if not guard.token_ok(request.query_params.get("token")):
-                return _error(401, "wrong token", {"WWW-Authenticate": "Bearer"})
-            redirect = RedirectResponse("/", status_code=303)
-            redirect.set_cookie("vapipe_token", request.query_params["token"], httponly=True, samesite="strict")
-            return redirect
-        if not guard.token_ok(token):
-            return _error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN' (browsers: open "
-                               "/?token=TOKEN once)", {"WWW-Authenticate": "Bearer"})
-        return await call_next(request)
 
     # service ------------------------------------------------------------------------------------------
     @app.get("/healthz", tags=["service"])
@@ -246,6 +259,7 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
                                  headers={"Cache-Control": "no-store"})
 
     app.add_middleware(BodyLimit, limit=MAX_BODY)
+    app.add_middleware(TokenAuth, guard=guard)
     return app
 
 
