@@ -15,6 +15,8 @@ from typing import Any, Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -126,6 +128,16 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         return _error(422, f"{loc}: {msg}" if loc and not msg.startswith(loc) else msg)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # the methods of the path's own template (all its routes)
+            routes = [r for r in app.routes if isinstance(r, APIRoute)]
+            first = next((r for r in routes if r.path_regex.match(request.url.path)), None)
+            methods = {m for r in routes if first is not None and r.path == first.path for m in r.methods}
+            headers["Allow"] = ", ".join(sorted(methods - {"HEAD"}))
+        return _error(exc.status_code, str(exc.detail), headers)
+
     handlers: list[tuple[type[BaseException], int]] = [(PipelineNotFound, 404), (InstanceNotFound, 404),
                                                         (Forbidden, 403), (Conflict, 409), (StageFailure, 400),
                                                         (ValueError, 400)]
@@ -197,15 +209,18 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
 
     @app.delete("/pipelines/{instance_id}", response_model=InstanceStatus, responses=_ERRORS, tags=["instances"])
     def stop(instance_id: str) -> dict[str, Any]:
+        _not_reserved(instance_id)
         return manager.stop(instance_id).status()
 
     # pipelines ----------------------------------------------------------------------------------------
     @app.get("/pipelines/{name}/{version}", response_model=PipelineInfo, responses=_ERRORS, tags=["pipelines"])
     def pipeline(name: str, version: str) -> dict[str, Any]:
+        _not_reserved(version)
         return catalog.describe(catalog.get(name, version))
 
     @app.post("/pipelines/{name}/{version}", response_model=str, responses=_ERRORS, tags=["pipelines"])
     def start(name: str, version: str, body: PipelineRequest) -> str:
+        _not_reserved(version)
         return _start(catalog, manager, guard, name, version, body).id
 
     @app.get("/pipelines/{name}/{version}/{instance_id}", response_model=InstanceSummary, responses=_ERRORS,
@@ -261,6 +276,13 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     app.add_middleware(TokenAuth, guard=guard)
     return app
+
+
+def _not_reserved(segment: str) -> None:
+    """``/pipelines/status`` and ``/pipelines/ID/sources`` have routes of their own: other methods
+    on them are 405, not a lookup of an instance or version named so."""
+    if segment in ("status", "sources"):
+        raise StarletteHTTPException(405, "Method Not Allowed")
 
 
 def _checked_source(guard: Guard, uri: str, field: str) -> str:

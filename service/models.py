@@ -2,62 +2,73 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Source", "MetadataDestination", "Destination", "PipelineRequest", "SourceRequest", "SourceStatus",
+__all__ = ["Source", "UriSource", "WebcamSource", "MetadataDestination", "FileDestination", "MqttDestination", "Destination", "PipelineRequest", "SourceRequest", "SourceStatus",
            "InstanceStatus", "InstanceSummary", "PipelineInfo", "ModelInfo", "ErrorBody", "SourceAdded"]
 
 State = Literal["QUEUED", "RUNNING", "COMPLETED", "ERROR", "ABORTED"]
 
 
-class Source(BaseModel):
+class UriSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["uri", "webcam"] = Field("uri", description="uri (a file, stream URL or testsrc://) or webcam")
-    uri: str | None = Field(None, min_length=1, max_length=4096, description="file:///..., rtsp://..., ...")
-    device: str | None = Field(None, min_length=1, max_length=256, description="webcam: /dev/videoN")
+    type: Literal["uri"] = Field(description="a file, stream URL or testsrc://")
+    uri: str = Field(min_length=1, max_length=4096, description="file:///..., rtsp://..., ...")
     properties: dict[str, Any] | None = Field(None, description="accepted for compatibility; ignored")
-
-    @model_validator(mode="after")
-    def _one_location(self) -> Source:
-        if self.type == "uri" and not self.uri:
-            raise ValueError("source.uri is required for type 'uri'")
-        if self.type == "webcam" and not self.device:
-            raise ValueError("source.device is required for type 'webcam'")
-        return self
 
     @property
     def location(self) -> str:
-        return (self.uri if self.type == "uri" else self.device) or ""
+        return self.uri
 
 
-class MetadataDestination(BaseModel):
+class WebcamSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["webcam"]
+    device: str = Field(min_length=1, max_length=256, description="/dev/videoN")
+    properties: dict[str, Any] | None = Field(None, description="accepted for compatibility; ignored")
+
+    @property
+    def location(self) -> str:
+        return self.device
+
+
+Source = Annotated[Union[UriSource, WebcamSource], Field(discriminator="type")]
+
+
+class _Metadata(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    type: Literal["file", "mqtt"]
-    path: str | None = Field(None, min_length=1, max_length=4096, description="file: where to write")
-    format: Literal["json-lines", "json"] = Field("json", description="file: one record per line, or one array")
-    host: str | None = Field(None, min_length=1, max_length=512, description="mqtt: HOST:PORT")
-    topic: str | None = Field(None, min_length=1, max_length=1024, description="mqtt: topic")
-    qos: int = Field(0, ge=0, le=2, description="mqtt: quality of service")
-    timeout: int | None = Field(None, description="accepted for compatibility; ignored")
-    mqtt_client_id: str | None = Field(None, alias="mqtt-client-id", min_length=1, max_length=128)
     schema_: Literal["dlstreamer", "vapipe"] = Field("dlstreamer", alias="schema",
                                                      description="message shape (default dlstreamer)")
 
-    @model_validator(mode="after")
-    def _complete(self) -> MetadataDestination:
-        if self.type == "file" and not self.path:
-            raise ValueError("destination.metadata.path is required for type 'file'")
-        if self.type == "mqtt" and not (self.host and self.topic):
-            raise ValueError("destination.metadata.host and topic are required for type 'mqtt'")
-        return self
+
+class FileDestination(_Metadata):
+    type: Literal["file"]
+    path: str = Field(min_length=1, max_length=4096, description="where to write")
+    format: Literal["json-lines", "json"] = Field("json", description="one record per line, or one JSON array")
 
     def as_params(self) -> dict[str, Any]:
-        return {"type": self.type, "path": self.path, "format": self.format, "host": self.host, "topic": self.topic,
-                "qos": self.qos, "mqtt-client-id": self.mqtt_client_id, "schema": self.schema_}
+        return {"type": "file", "path": self.path, "format": self.format, "schema": self.schema_}
+
+
+class MqttDestination(_Metadata):
+    type: Literal["mqtt"]
+    host: str = Field(min_length=1, max_length=512, description="HOST:PORT")
+    topic: str = Field(min_length=1, max_length=1024)
+    qos: int = Field(0, ge=0, le=2, description="quality of service")
+    timeout: int | None = Field(None, description="accepted for compatibility; ignored")
+    mqtt_client_id: str | None = Field(None, alias="mqtt-client-id", min_length=1, max_length=128)
+
+    def as_params(self) -> dict[str, Any]:
+        return {"type": "mqtt", "host": self.host, "topic": self.topic, "qos": self.qos,
+                "mqtt-client-id": self.mqtt_client_id, "schema": self.schema_}
+
+
+MetadataDestination = Annotated[Union[FileDestination, MqttDestination], Field(discriminator="type")]
 
 
 class Destination(BaseModel):

@@ -70,14 +70,14 @@ def test_completed_with_vapipe_schema_and_json_format(client, tmp_path: Path) ->
 
 def test_bad_requests_name_the_field(client, tmp_path: Path) -> None:
     r = client.post("/pipelines/scene/1", json={"source": {"type": "uri"}})
-    assert r.status_code == 422 and "source.uri" in r.json()["detail"]
-    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE}, "parameters": {"nope.x": 1}})
+    assert r.status_code == 422 and "source.uri" in r.json()["detail"], r.json()
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "parameters": {"nope.x": 1}})
     assert r.status_code == 400 and "parameters.nope.x" in r.json()["detail"]
-    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE}, "parameters": {"decode.fps": -3}})
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "parameters": {"decode.fps": -3}})
     assert r.status_code == 400 and "fps" in r.json()["detail"]
-    r = client.post("/pipelines/scene/1", json={"source": {"uri": str(tmp_path / "missing.mp4")}})
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": str(tmp_path / "missing.mp4"), "type": "uri"}})
     assert r.status_code == 400 and "missing.mp4" in r.json()["detail"]
-    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE},
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"},
                                                  "destination": {"metadata": {"type": "mqtt", "host": "h:1"}}})
     assert r.status_code == 422 and "topic" in r.json()["detail"]
     assert client.get("/pipelines/status/nope").status_code == 404

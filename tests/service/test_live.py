@@ -43,7 +43,7 @@ def _parts(chunks, count: int) -> list[tuple[dict[str, str], bytes, int]]:
 
 def test_mjpeg_only_while_watched_and_departure_noticed(live_server) -> None:
     base = live_server.url
-    iid = httpx.post(f"{base}/pipelines/scene/1", json={"source": {"uri": TICKER}}).json()
+    iid = httpx.post(f"{base}/pipelines/scene/1", json={"source": {"uri": TICKER, "type": "uri"}}).json()
     deadline = time.monotonic() + 30
     while True:
         status = httpx.get(f"{base}/pipelines/status/{iid}").json()

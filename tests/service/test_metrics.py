@@ -23,7 +23,7 @@ def _samples(text: str, name: str) -> dict[tuple, float]:
 
 def test_promtool_accepts_the_metrics_and_rate_matches_avg_fps(client) -> None:
     promtool = need("promtool", "prometheus")
-    iid = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE}}).json()
+    iid = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}}).json()
     wait_state(client, iid, ("RUNNING",))
     deadline = time.monotonic() + 20
     while client.get(f"/pipelines/status/{iid}").json()["avg_fps"] <= 0 and time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from .conftest import SCENE, wait_state
 
 
 def _post(client, **body):
-    body.setdefault("source", {"uri": SCENE})
+    body.setdefault("source", {"uri": SCENE, "type": "uri"})
     return client.post("/pipelines/scene/1", json=body)
 
 
@@ -22,7 +22,7 @@ def _post(client, **body):
                                  "{d}/link.mp4"])
 def test_sources_outside_the_allowed_directories_are_refused(client, tmp_path: Path, uri: str) -> None:
     (tmp_path / "link.mp4").symlink_to("/etc/hostname")
-    r = _post(client, source={"uri": uri.format(d=tmp_path)})
+    r = _post(client, source={"uri": uri.format(d=tmp_path), "type": "uri"})
     assert r.status_code == 403, r.text
     assert client.get("/pipelines/status").json() == []
 
@@ -83,12 +83,12 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
 def test_user_stages_need_the_flag(make_client) -> None:
     client, _ = make_client(allow_user_stages=False)
     assert [p["name"] for p in client.get("/pipelines").json()] == ["scene"]
-    r = client.post("/pipelines/counted/2", json={"source": {"uri": SCENE}})
+    r = client.post("/pipelines/counted/2", json={"source": {"uri": SCENE, "type": "uri"}})
     assert r.status_code == 404
 
 
 def test_credentials_are_redacted_in_status_and_metrics(client) -> None:
-    r = _post(client, source={"uri": "rtsp://admin:hunter2@127.0.0.1:9/cam"},
+    r = _post(client, source={"uri": "rtsp://admin:hunter2@127.0.0.1:9/cam", "type": "uri"},
               parameters={"decode.open_timeout_s": 0.5, "decode.reconnect": {"max_attempts": 1}})
     assert r.status_code == 200, r.text
     iid = r.json()
