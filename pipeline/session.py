@@ -249,7 +249,8 @@ class Session:
             return bool(self._live_ids())
 
     def wait(self, timeout: float = 0.25) -> bool:
-        """Supervise for up to ``timeout`` seconds; True once no camera runs any more.
+        """Supervise for up to ``timeout`` seconds; True once no camera runs any more (a session
+        whose cameras were all removed stays open until a camera joins or :meth:`stop`).
 
         Enforces the stop deadline (``opts.stop_deadline_s`` after :meth:`stop`) and halts
         every reader on abort.  Cameras that ended are finalised here.
@@ -269,12 +270,17 @@ class Session:
             for c in cams:
                 if c not in live:
                     self._finish(c)
-            if not live:
+            # Done when the cameras ended; a session whose cameras were all removed waits for the next
+            # one (or for stop) instead.
+            if not live and (cams or self.stop_sources.is_set() or self._aborted.is_set()):
                 return True
             left = end - time.monotonic()
             if left <= 0:
                 return False
-            self._threads[live[0].source_id][0].join(timeout=min(left, 0.05))
+            if live:
+                self._threads[live[0].source_id][0].join(timeout=min(left, 0.05))
+            else:
+                time.sleep(min(left, 0.05))
 
     def _finish(self, cam: _Camera) -> None:
         """Close a camera whose threads ended (once): stages closed, counters final."""

@@ -125,5 +125,11 @@ def test_sources_added_and_removed_while_running(client, tmp_path: Path) -> None
     after = client.get(f"/pipelines/{iid}/status").json()
     assert after["state"] == "RUNNING" and after["sources"][0]["frames"] > before
     assert client.delete(f"/pipelines/{iid}/sources/{sid}").status_code == 404
+    idle = client.delete(f"/pipelines/{iid}/sources/{first}").json()
+    assert idle["state"] == "RUNNING" and idle["sources"] == []  # waits for the next camera
+    time.sleep(0.5)
+    assert client.get(f"/pipelines/{iid}/status").json()["state"] == "RUNNING"
+    again = client.post(f"/pipelines/{iid}/sources", json={"uri": SCENE}).json()["id"]
+    assert again not in (first, sid)  # ids are never reused within an instance
     client.delete(f"/pipelines/{iid}")
     assert client.post(f"/pipelines/{iid}/sources", json={"uri": SCENE}).status_code == 409
