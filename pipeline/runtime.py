@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -467,7 +468,7 @@ def source_ids(uris: list[str]) -> list[str]:
     """Short unique names for sources (file stem, scene name, host/path)."""
     out: list[str] = []
     for uri in uris:
-        base = uri.rstrip("/").split("?")[0]
+        base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
         stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
         name, k = stem, 2
         while name in out:

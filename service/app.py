@@ -126,7 +126,9 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body",))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        return _error(422, f"{loc}: {msg}" if loc and not msg.startswith(loc) else msg)
+        if not loc:
+            return _error(422, f"request body: {msg} (send JSON with Content-Type: application/json)")
+        return _error(422, f"{loc}: {msg}" if not msg.startswith(loc) else msg)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -61,6 +61,8 @@ class MqttDestination(_Metadata):
     topic: str = Field(min_length=1, max_length=1024)
     qos: int = Field(0, ge=0, le=2, description="quality of service")
     timeout: int | None = Field(None, description="accepted for compatibility; ignored")
+    format: Literal["json-lines", "json"] | None = Field(None, description="accepted for compatibility (clients "
+                                                         "send it); every message is one record")
     mqtt_client_id: str | None = Field(None, alias="mqtt-client-id", min_length=1, max_length=128)
 
     def as_params(self) -> dict[str, Any]:

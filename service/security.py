@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["Forbidden", "Guard", "redact", "STREAM_SCHEMES"]
+__all__ = ["Forbidden", "Guard", "redact", "STREAM_SCHEMES", "RedactingFilter"]
 
 STREAM_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "udp", "srt", "rtp")
 _CAMERA = re.compile(r"/dev/video[0-9]{1,3}")
@@ -37,6 +38,20 @@ class Forbidden(ValueError):
 def redact(text: str) -> str:
     """``text`` with the user:password part of every URL replaced by ``***``."""
     return _SECRETS.sub(lambda m: f"{m.group(1)}***@", str(text))
+
+
+class RedactingFilter(logging.Filter):
+    """Log filter: user:password of URLs in a record's message become ``***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format is left to the handler
+            return True
+        clean = redact(text)
+        if clean != text:
+            record.msg, record.args = clean, ()
+        return True
 
 
 class Guard:

@@ -87,6 +87,17 @@ def test_user_stages_need_the_flag(make_client) -> None:
     assert r.status_code == 404
 
 
+def test_log_records_are_redacted() -> None:
+    import logging
+
+    from service.security import RedactingFilter
+
+    record = logging.LogRecord("vapipe.source", logging.INFO, __file__, 1, "%s: stalled", ("rtsp://u:pw@h/cam",),
+                               None)
+    RedactingFilter().filter(record)
+    assert record.getMessage() == "rtsp://***@h/cam: stalled"
+
+
 def test_credentials_are_redacted_in_status_and_metrics(client) -> None:
     r = _post(client, source={"uri": "rtsp://admin:hunter2@127.0.0.1:9/cam", "type": "uri"},
               parameters={"decode.open_timeout_s": 0.5, "decode.reconnect": {"max_attempts": 1}})
@@ -97,4 +108,10 @@ def test_credentials_are_redacted_in_status_and_metrics(client) -> None:
              client.get("/metrics").text, client.get("/pipelines/status").text]
     assert all("hunter2" not in t for t in texts)
     assert "***@127.0.0.1" in texts[1]
+    client.delete(f"/pipelines/{iid}")
+    r = _post(client, source={"uri": "rtsp://admin:hunter2@127.0.0.1:9", "type": "uri"},
+              parameters={"decode.open_timeout_s": 0.5, "decode.reconnect": {"max_attempts": 1}})
+    iid = r.json()
+    wait_state(client, iid, ("RUNNING", "ERROR"))
+    assert "hunter2" not in client.get("/metrics").text + client.get(f"/pipelines/status/{iid}").text
     client.delete(f"/pipelines/{iid}")

@@ -194,3 +194,38 @@ def test_broker_restart_resumes_publishing_and_counts_losses(broker: Broker, tmp
     distinct = list(dict.fromkeys(seqs))  # QoS 1 may deliver a message twice after a reconnect
     assert distinct == sorted(distinct), "records arrived out of order"
     assert killed_at  # noqa: used for the timeline above
+
+
+WILL_SCRIPT = """
+import sys, time
+from stages.mqtt import Mqtt
+sink = Mqtt(host=f"127.0.0.1:{sys.argv[1]}", instance="crash")
+sink.open()
+while not sink.publisher.counters()["connected"]:
+    time.sleep(0.05)
+print("connected", flush=True)
+time.sleep(60)
+"""
+
+
+def test_last_will_marks_a_crashed_publisher_offline(broker: Broker) -> None:
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", WILL_SCRIPT, str(broker.port)], stdout=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "connected"
+        sub = Subscriber(broker.port, ["vapipe/crash/available"])
+        deadline = time.monotonic() + 5
+        while sub.payloads("vapipe/crash/available") != [b"online"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sub.payloads("vapipe/crash/available") == [b"online"]
+        proc.kill()  # no DISCONNECT: the broker publishes the will
+        while sub.payloads("vapipe/crash/available")[-1:] != [b"offline"] and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        assert sub.payloads("vapipe/crash/available")[-1] == b"offline"
+        sub.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
