@@ -8,7 +8,6 @@ what the server allows, 404 unknown pipeline/instance/source, 409 wrong state,
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -267,8 +266,6 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
                     head = (f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(pic.jpeg)}\r\n"
                             f"X-Frame-Seq: {pic.seq}\r\nX-Captured-Monotonic-Ns: {pic.captured_ns}\r\n\r\n")
                     yield head.encode() + pic.jpeg + b"\r\n"
-            except asyncio.CancelledError:
-                raise
             finally:
                 watch.close()
 

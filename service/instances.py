@@ -196,7 +196,12 @@ class InstanceManager:
             if inst.state != "RUNNING" or inst.handle is None:
                 raise Conflict(f"instance {instance_id} is {inst.state}; sources can be added while RUNNING")
             handle = inst.handle
-        sid = handle.add_source(uri)
+        try:
+            sid = handle.add_source(uri)
+        except RuntimeError as exc:  # the instance ended or is stopping meanwhile
+            if type(exc) is not RuntimeError:
+                raise
+            raise Conflict(f"instance {instance_id}: {exc}") from None
         with inst.lock:
             inst.uris.append(uri)
         return sid

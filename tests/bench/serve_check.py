@@ -137,11 +137,51 @@ def eight_at_once(base: str, uri: str, seconds: float, params: dict | None = Non
     return statuses
 
 
+def one_instance_eight_sources(base: str, uri: str, seconds: float, params: dict) -> float:
+    iid = httpx.post(f"{base}/pipelines/persons/1", json={"source": {"uri": uri, "type": "uri"},
+                                                          "parameters": params}).json()
+    _wait_running(base, iid)
+    for _ in range(7):
+        r = httpx.post(f"{base}/pipelines/{iid}/sources", json={"uri": uri}, timeout=60)
+        r.raise_for_status()
+    time.sleep(seconds)
+    fps = httpx.get(f"{base}/pipelines/status/{iid}").json()["avg_fps"]
+    httpx.delete(f"{base}/pipelines/{iid}", timeout=60)
+    return fps
+
+
+def cli_eight_sources(uri_path: Path, frames: int, tmp: Path) -> float:
+    cmd = [sys.executable, "-m", "pipeline", "run", "persons", *sum((["--source", str(uri_path)] for _ in range(8)), []),
+           "--set", "decode.loop=true", "--max-frames", str(frames), "--json", "--no-progress",
+           "--output", str(tmp / "cli")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    return float(json.loads(r.stdout)["total_fps"])
+
+
+def compare(base: str, tmp: Path, rounds: int = 2) -> None:
+    """The same 8 looping file sources: one CLI run, 8 service instances, 1 instance with 8 sources."""
+    results: dict[str, list[float]] = {"cli, one run of 8 sources": [], "serve, 8 instances": [],
+                                       "serve, 1 instance + 7 added sources": []}
+    uri = f"file://{FILE_CLIP}"
+    for _ in range(rounds):
+        results["cli, one run of 8 sources"].append(cli_eight_sources(FILE_CLIP, 100, tmp))
+        results["serve, 8 instances"].append(sum(s["avg_fps"] for s in eight_at_once(base, uri, 10.0,
+                                                                                     {"decode.loop": True})))
+        results["serve, 1 instance + 7 added sources"].append(one_instance_eight_sources(base, uri, 10.0,
+                                                                                          {"decode.loop": True}))
+    ref = statistics.median(results["cli, one run of 8 sources"])
+    for name, values in results.items():
+        med = statistics.median(values)
+        print(f"{name:<38} total {', '.join(f'{v:.1f}' for v in values)} fps (median {med:.1f}, "
+              f"{med / ref:.2f}x the CLI)")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--client-dir", required=True, help="holds client/ and server/pipeline.py (tag 2022.2.0)")
     p.add_argument("--client-python", required=True, help="python of a venv with requests, paho-mqtt<2, kafka-python")
     p.add_argument("--skip-client", action="store_true", help="only the measurements")
+    p.add_argument("--compare-only", action="store_true", help="only the side-by-side CLI/serve comparison")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="vapipe-serve-check-"))
     port, mqtt_port = free_port(), free_port()
@@ -167,6 +207,9 @@ def main() -> int:
         cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
         print(f"CPU: {model}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at start")
+        if args.compare_only:
+            compare(base, tmp)
+            return 0
         if not args.skip_client:
             client_checks(args, base, camera.url, mqtt_port, tmp)
             print("DL Streamer Pipeline Server client: all checks passed")
@@ -186,7 +229,7 @@ def main() -> int:
             drops = sum(src["dropped"] for s in statuses for src in s["sources"])
             print(f"{label}: " + ", ".join(f"{f:.1f}" for f in fps) + f" fps; total {sum(fps):.1f}, dropped {drops}; "
                   f"load average {os.getloadavg()[0]:.1f}")
-        print(json.dumps({"first_frame_s": cold_warm, "rtsp_first_frame_s": rtsp_first}))
+        compare(base, tmp)
     finally:
         server.terminate()
         try:
