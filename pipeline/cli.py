@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cores", type=int, default=None, metavar="N",
                    help="cores vapipe may use; threads of decoders, OpenVINO and OpenCV are planned to fit "
                         "(default: the process's CPU affinity; 0: leave every runtime at its own defaults)")
+    r.add_argument("--replan", action="store_true",
+                   help="when the run shows the thread plan does not fit (cores idle while a stage waits), "
+                        "plan again from the observed costs and apply it (once)")
     r.add_argument("--overrides", default=None, metavar="FILE",
                    help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
 
@@ -101,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
     d.add_argument("--cores", type=int, default=None, metavar="N", help="plan for N cores")
     d.add_argument("--sources", type=int, default=1, metavar="N", help="plan for N sources")
+    d.add_argument("--source", action="append", default=None, metavar="URI",
+                   help="plan for these sources (their decode cost is measured); repeat for several")
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     dv = sub.add_parser("devices", help="OpenVINO devices and their key properties")
     dv.add_argument("--device", default=None, metavar="DEV",
@@ -229,7 +234,7 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
 
     if args.cores is not None and args.cores < 1:
         raise CliError(f"--cores must be >= 1, got {args.cores}")
-    info = collect(args.pipeline, args.cores, max(1, args.sources), config_path)
+    info = collect(args.pipeline, args.cores, args.source or max(1, args.sources), config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
     return EXIT_OK
 
@@ -285,7 +290,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
     from .trace import Tracer
 
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
-                      max_frames=args.max_frames, requests=args.requests, cores=args.cores,
+                      max_frames=args.max_frames, requests=args.requests, cores=args.cores, replan=args.replan,
                       trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)

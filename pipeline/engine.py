@@ -245,8 +245,9 @@ class Engine:
         self.default_config: dict[str, Any] = {}
 
     def load(self, path: str | os.PathLike[str], spec: InputSpec, device: str = "CPU",
-             hint: str = "THROUGHPUT", config: dict[str, Any] | None = None) -> LoadedModel:
-        """Read, add preprocessing to, and compile a model (cached per arguments)."""
+             hint: str = "THROUGHPUT", config: dict[str, Any] | None = None, keep: bool = True) -> LoadedModel:
+        """Read, add preprocessing to, and compile a model (cached per arguments; ``keep=False``
+        compiles without adding the result to the cache, e.g. for a one-off measurement)."""
         path = Path(path)
         validate_device(device)
         from .devices import unavailable_reason
@@ -263,7 +264,8 @@ class Engine:
             if hit is not None:
                 return hit
             model = self._compile(path, spec, device, hint, merged)
-            self._models[key] = model
+            if keep:
+                self._models[key] = model
             return model
 
     def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,

@@ -23,10 +23,9 @@ import logging
 import os
 import re
 import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -65,6 +64,7 @@ class RunOptions:
     switch_interval_s: float | None = 0.0005
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
     cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
+    replan: bool = False                   # apply a new thread plan when the observed costs call for one
 
 
 class GraphExecutor:
@@ -236,6 +236,7 @@ class _Camera:
         self._down_since: float | None = None
         self.multi_camera = False
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
+        self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
         #: called on the worker thread with (source_id, frame) for every frame leaving the graph
         self.on_frame: Callable[[str, Frame], None] | None = None
 
@@ -311,6 +312,7 @@ class _Camera:
             time.sleep(self.opts.capture_delay_ms / 1000.0)
 
     def reader(self) -> None:
+        self.native_ids["read"] = threading.get_native_id()
         try:
             tracer = self.opts.trace
             index = 0
@@ -333,6 +335,7 @@ class _Camera:
             self.units.put_final(_END)
 
     def decoder(self) -> None:
+        self.native_ids["decode"] = threading.get_native_id()
         priority = YieldWhileAhead(self.frames, self.decoder_nice)
         try:
             while True:
@@ -361,6 +364,7 @@ class _Camera:
             self.frames.put_final(_END)
 
     def worker(self) -> None:
+        self.native_ids["work"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
                                  self._output, self.on_error, self.opts.trace, self.source_id)
         try:
@@ -386,6 +390,7 @@ class _Camera:
 
     def sync_loop(self) -> None:
         """Read, decode and process on one thread; one request, no overlap."""
+        self.native_ids["sync"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
                                  self.opts.trace, self.source_id)
         try:
@@ -481,6 +486,7 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                  progress: Callable[[list[SourceStats]], None] | None = None) -> RunSummary:
     """Run ``graph`` on every source concurrently; returns the summary (never raises
     for stage failures: ``summary.error`` holds the one-line reason)."""
+    from .plan_check import PlanCheck
     from .session import Session
 
     opts = opts or RunOptions()
@@ -489,22 +495,33 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     session = Session(graph, opts, expected_sources=len(sources))
     signalled = threading.Event()
     restore = _install_signals(session.stop_sources, signalled) if opts.handle_signals else None
+    check: PlanCheck | None = None
     try:
         try:
             session.add_sources(list(sources))
         except StageFailure as exc:
             session.failures.append(str(exc))
         else:
+            check = PlanCheck(session.plan, session.cameras(), pipeline=graph.spec.name, uris=list(sources),
+                              replan=opts.replan, cache=session.costs)
             while not session.wait(0.25):
                 if progress is not None:
                     progress([c.stats for c in session.cameras()])
+                if not opts.sync:
+                    check.sample()
             if progress is not None:
                 progress([c.stats for c in session.cameras()])
     finally:
         summary = session.close()
         if restore is not None:
             restore()
+        if check is not None:
+            check.store()
     summary.stopped_by_signal = signalled.is_set()
+    summary.plan = session.plan.as_dict()
+    if check is not None:
+        summary.plan_check = check.result
+        summary.plan_check_text = "\n".join(check.summary_lines())
     return summary
 
 

@@ -75,7 +75,11 @@ class Session:
         self._finished: set[int] = set()               # id() of cameras closed by _finish
         self._stop_at: float | None = None
         self._restore: list[Callable[[], None]] = []
-        self.plan = self._plan(max(1, expected_sources))
+        from .costs import CostCache
+
+        #: measured costs the plan comes from (none with cores=0: every runtime keeps its defaults)
+        self.costs = CostCache() if self.opts.cores != 0 else None
+        self.plan = self._plan(max(1, expected_sources), measure=False)  # measured once the sources are known
         self._overrides = self._plan_overrides(self.plan)
         self.plan_note = ""
         self.opts.output_dir.mkdir(parents=True, exist_ok=True)
@@ -89,19 +93,21 @@ class Session:
             self._restore_global = apply_global(self.plan)
 
     # thread plan -----------------------------------------------------------------------
-    def _plan(self, sources: int) -> Any:
+    def _plan(self, sources: int | list[str], measure: bool = True) -> Any:
         from .threads import plan_for_graph
 
-        return plan_for_graph(self.graph, sources, self.opts.cores, self.opts.overrides)  # user-set values win
+        return plan_for_graph(self.graph, sources, self.opts.cores, self.opts.overrides,  # user-set values win
+                              costs=self.costs, measure=measure)
 
     def _plan_overrides(self, plan: Any) -> dict[str, dict[str, Any]]:
         from .threads import plan_overrides
 
         return plan_overrides(plan, self.graph, self.opts.overrides)
 
-    def _revise_plan(self, sources: int) -> dict[str, dict[str, Any]]:
-        """The plan for ``sources`` sources; overrides for a camera added now (see the module docstring)."""
-        plan = self._plan(sources)
+    def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
+        """The plan for the running sources and ``new_uris``; overrides for cameras added now
+        (see the module docstring)."""
+        plan = self._plan([self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris))
         fresh = self._plan_overrides(plan)
         live = [c for c in self._cameras.values() if self._alive(c.source_id)]
         if not live:
@@ -133,7 +139,7 @@ class Session:
             self._check_open()
             taken = set(self._cameras) | self._closed_ids
             ids = _unique_ids(uris, taken)
-            opts = replace(self.opts, overrides=self._revise_plan(len(self._live_ids()) + len(uris)))
+            opts = replace(self.opts, overrides=self._revise_plan(uris))
             cams = [self._camera(uri, sid, opts) for uri, sid in zip(uris, ids)]
             opened: list[_Camera] = []
             try:
@@ -165,7 +171,7 @@ class Session:
             self._check_open()
             if source_id in self._cameras or source_id in self._closed_ids:
                 raise ValueError(f"source id {source_id!r} is already in use")
-            opts = replace(self.opts, overrides=self._revise_plan(len(self._live_ids()) + 1))
+            opts = replace(self.opts, overrides=self._revise_plan([uri]))
             cam = self._camera(uri, source_id, opts)
             _open(cam)
             self._cameras[source_id] = cam

@@ -107,6 +107,37 @@ class InferStage(Stage):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: deque[tuple[Frame, Any]] = deque()
+        self._reconfigure: dict[str, Any] | None = None
+        #: inferences started (a detector: one per frame it runs on; a region model: one per object)
+        self.inferences = 0
+
+    # thread plan -------------------------------------------------------------------------
+    def planning_probe(self, source_wh: tuple[int, int]) -> Any:
+        """How this stage feeds its model (:class:`pipeline.costs.ModelProbe`) for frames of
+        ``source_wh`` (width, height), so the planner can time one inference; None if the
+        stage has no model to plan for.  Must not open the stage."""
+        return None
+
+    def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Any:
+        """A no-argument callable doing this stage's host-side input preparation for
+        ``frame`` and a model input of ``input_hw`` (height, width), timed by the planner;
+        or None."""
+        return None
+
+    def reconfigure(self, params: dict[str, Any]) -> None:
+        """Change parameters (e.g. the thread plan's ``config`` and ``requests``) from any
+        thread; the stage applies them before its next frame, on its own thread: it closes
+        (finishing the frames in flight, whose results stay in order) and opens again."""
+        self._reconfigure = dict(params)
+
+    def _apply_reconfigure(self) -> None:
+        update, self._reconfigure = self._reconfigure, None
+        if not update:
+            return
+        self.close()
+        self.params = self.params.model_copy(update=update)
+        self.open()
+        self._opened = True
 
     # to implement ------------------------------------------------------------------
     def start(self, frame: Frame) -> Any:
@@ -127,6 +158,8 @@ class InferStage(Stage):
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
         self.ensure_open()
+        if self._reconfigure is not None:
+            self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None
         self._pending.append((frame, ticket))
 

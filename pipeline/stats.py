@@ -97,7 +97,10 @@ class RunSummary:
     error: str | None = None
     stopped_by_signal: bool = False
     outputs: list[str] = field(default_factory=list)
-    threads: str | None = None  # the thread plan in one line (pipeline/threads.py)
+    threads: str | None = None  # the thread plan, one line per runtime (pipeline/threads.py)
+    plan: dict[str, Any] | None = None        # the plan's numbers: costs, shares, prediction
+    plan_check: dict[str, Any] | None = None  # how the run matched the plan (pipeline/plan_check.py)
+    plan_check_text: str | None = None
 
     @property
     def total_fps(self) -> float:
@@ -108,12 +111,14 @@ class RunSummary:
                 "total_fps": round(self.total_fps, 2), "sources": [s.as_dict() for s in self.sources],
                 "stages": {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in self.stages.items()},
                 "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs,
-                "threads": self.threads}
+                "threads": self.threads, "plan": self.plan, "plan_check": self.plan_check}
 
     def table(self) -> str:
         lines = [f"pipeline {self.pipeline} ({self.mode}), {self.wall_s:.1f} s"]
         if self.threads:
             lines.append(self.threads)
+        if self.plan_check_text:
+            lines.append(self.plan_check_text)
         lines.append(f"{'source':<40} {'frames':>7} {'fps':>8} {'dropped':>8} {'p95 e2e ms':>11}")
         for s in self.sources:
             lat = s.latency.summary()

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
 from pipeline.frame import Frame
 from pipeline.stage import InferStage
@@ -64,6 +65,15 @@ class Classify(InferStage):
         if hasattr(self, "pool"):
             self.pool.drain()
 
+    def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
+        from pipeline.models import resolve_model
+
+        adapter = make_adapter("region", self.params.decoder, self.params.options, RoiAdapter)
+        # a region model's inferences per frame are the objects earlier stages find: unknown here
+        return ModelProbe(self.name, resolve_model(self.params.model), adapter.input_spec, self.params.device,
+                          self.params.hint, dict(self.params.config),
+                          input_hw=getattr(adapter, "typical_input_hw", None), per_frame=None)
+
     def start(self, frame: Frame) -> Any:
         dets = frame.detections
         idx = dets.with_label(self.params.on)
@@ -74,6 +84,7 @@ class Classify(InferStage):
             # crop never waits for an older frame's crops (at most MAX_AUTO_REQUESTS).
             self.pool.grow(min(MAX_AUTO_REQUESTS, len(idx) * self.depth))
         jobs = []
+        self.inferences += len(idx)
         adapter = self.adapter
         for i in idx:
             crop, ctx = adapter.prepare(frame, dets, int(i), self.model.input_hw)

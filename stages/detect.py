@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
 from pipeline.frame import Detections, Frame
 from pipeline.stage import InferStage
@@ -51,7 +52,7 @@ class Detect(InferStage):
                                                      DetectorAdapter)
         self.model_path = resolve_model(self.params.model)
         self._routes: dict[tuple[int, int], _Route] = {}
-        self._count = 0
+        self._count = getattr(self, "_count", 0)  # kept when the stage is reconfigured mid-run
         #: chosen path per source size, with the measured milliseconds per frame of each candidate
         self.choices: dict[tuple[int, int], tuple[str, dict[str, float]]] = {}
         if not hasattr(self.adapter, "input_size"):
@@ -103,6 +104,27 @@ class Detect(InferStage):
                            pad_top_left=(int(box.pad_y), int(box.pad_x)))
         return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
 
+    def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
+        from pipeline.models import resolve_model
+
+        adapter = make_adapter("detector", self.params.decoder, self.params.options, DetectorAdapter)
+        size = adapter.input_size(source_wh) if hasattr(adapter, "input_size") else None
+        return ModelProbe(self.name, resolve_model(self.params.model), adapter.input_spec, self.params.device,
+                          self.params.hint, dict(self.params.config), input_hw=size,
+                          per_frame=1.0 / self.params.every)
+
+    def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Callable[[], Any]:
+        adapter = make_adapter("detector", self.params.decoder, self.params.options, DetectorAdapter)
+        hw = adapter.input_size((frame.width, frame.height)) if hasattr(adapter, "input_size") else input_hw
+
+        def prepare() -> Any:
+            # a fresh frame each time: frames cache their scaled copies
+            probe = Frame(frame.source_id, frame.seq, frame.width, frame.height, av_frame=frame.av_frame,
+                          _image=frame._image if frame.av_frame is None else None)
+            return adapter.host_input(probe, hw)
+
+        return prepare
+
     def wants(self, frame: Frame) -> bool:
         self._count += 1
         return (self._count - 1) % self.params.every == 0
@@ -113,6 +135,7 @@ class Detect(InferStage):
         image, box = route.prepare(frame, hw)
         adapter = self.adapter
         job = route.pool.start(image, lambda outs: adapter.decode(outs, hw))
+        self.inferences += 1
         return route.pool, job, box
 
     def is_done(self, ticket: Any) -> bool:
