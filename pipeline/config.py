@@ -273,9 +273,9 @@ def apply_override_file(spec: PipelineSpec, path: str | Path) -> PipelineSpec:
             raise ConfigError(f"{path}: pipeline {spec.name!r} has no stage {stage_name!r}; stages: {', '.join(names)}")
         stage = spec.stage(stage_name)
         cls = resolve_stage_type(stage.type)
-        names = set(cls.Params.model_fields) | {f.alias for f in cls.Params.model_fields.values() if f.alias}
+        valid = set(cls.Params.model_fields) | {f.alias for f in cls.Params.model_fields.values() if f.alias}
         for param in params:
-            if param not in names:
+            if param not in valid:
                 raise ConfigError(f"{path}: stage {stage_name!r}: unknown parameter {param!r}; "
                                   f"valid: {', '.join(cls.Params.model_fields)}")
         stage.params.update(params)

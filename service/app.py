@@ -12,12 +12,13 @@ import logging
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from fastapi import FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
 from pipeline.runtime import StageFailure
 
@@ -186,10 +187,17 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     def status_by_path(instance_id: str) -> dict[str, Any]:
         return manager.get(instance_id).status()
 
+    # The body is checked after the instance: POST /pipelines/NAME/sources is also the path of a
+    # pipeline NAME with version "sources", whose body is a pipeline request (404, not 422).
     @app.post("/pipelines/{instance_id}/sources", response_model=SourceAdded, responses=_STATE_ERRORS,
-              tags=["sources"])
-    def add_source(instance_id: str, body: SourceRequest) -> SourceAdded:
+              tags=["sources"], openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": SourceRequest.model_json_schema()}}}})
+    def add_source(instance_id: str, raw: dict[str, Any] = Body(...)) -> SourceAdded:
         manager.get(instance_id)
+        try:
+            body = SourceRequest.model_validate(raw)
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors()) from None
         uri = _checked_source(guard, body.uri, "uri")
         return SourceAdded(id=manager.add_source(instance_id, uri))
 
@@ -210,18 +218,15 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
 
     @app.delete("/pipelines/{instance_id}", response_model=InstanceStatus, responses=_ERRORS, tags=["instances"])
     def stop(instance_id: str) -> dict[str, Any]:
-        _not_reserved(instance_id)
         return manager.stop(instance_id).status()
 
     # pipelines ----------------------------------------------------------------------------------------
     @app.get("/pipelines/{name}/{version}", response_model=PipelineInfo, responses=_ERRORS, tags=["pipelines"])
     def pipeline(name: str, version: str) -> dict[str, Any]:
-        _not_reserved(version)
         return catalog.describe(catalog.get(name, version))
 
     @app.post("/pipelines/{name}/{version}", response_model=str, responses=_ERRORS, tags=["pipelines"])
     def start(name: str, version: str, body: PipelineRequest) -> str:
-        _not_reserved(version)
         return _start(catalog, manager, guard, name, version, body).id
 
     @app.get("/pipelines/{name}/{version}/{instance_id}", response_model=InstanceSummary, responses=_ERRORS,
@@ -275,13 +280,6 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     app.add_middleware(TokenAuth, guard=guard)
     return app
-
-
-def _not_reserved(segment: str) -> None:
-    """``/pipelines/status`` and ``/pipelines/ID/sources`` have routes of their own: other methods
-    on them are 405, not a lookup of an instance or version named so."""
-    if segment in ("status", "sources"):
-        raise StarletteHTTPException(405, "Method Not Allowed")
 
 
 def _checked_source(guard: Guard, uri: str, field: str) -> str:

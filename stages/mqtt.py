@@ -158,8 +158,8 @@ class Publisher:
         self._closing = False
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True)
         client.will_set(availability, b"offline", qos=1, retain=True)
-        client.reconnect_delay_set(min_delay=max(1, round(params.reconnect_min_s)),
-                                   max_delay=max(1, round(params.reconnect_max_s)))
+        client.reconnect_delay_set(min_delay=params.reconnect_min_s,  # type: ignore[arg-type] - floats work
+                                   max_delay=max(params.reconnect_min_s, params.reconnect_max_s))
         client.max_inflight_messages_set(20)
         client.max_queued_messages_set(100)
         client.on_connect = self._on_connect
