@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cores", type=int, default=None, metavar="N",
                    help="cores vapipe may use; threads of decoders, OpenVINO and OpenCV are planned to fit "
                         "(default: the process's CPU affinity; 0: leave every runtime at its own defaults)")
+    r.add_argument("--priority", action="append", default=[], metavar="N=LEVEL",
+                   help="priority of the N-th --source on models the cameras share: high, normal (default) or "
+                        "low; when a shared model is saturated, higher priorities start first")
+    r.add_argument("--min-fps", type=float, default=0.0, metavar="FPS",
+                   help="with --priority: the rate every camera is guaranteed however busy the models are")
     r.add_argument("--replan", action="store_true",
                    help="when the run shows the thread plan does not fit (cores idle while a stage waits), "
                         "plan again from the observed costs and apply it (once)")
@@ -289,8 +294,10 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
     from .trace import Tracer
 
+    priorities = _priorities(args.priority, args.min_fps, len(args.source))
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
                       max_frames=args.max_frames, requests=args.requests, cores=args.cores, replan=args.replan,
+                      priorities=priorities,
                       trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
@@ -306,6 +313,24 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         print(f"vapipe: error: {summary.error}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _priorities(given: list[str], min_fps: float, sources: int) -> list[Any] | None:
+    """``--priority N=LEVEL`` options -> one SourcePriority per source (None: none given)."""
+    from .arbiter import LEVELS, SourcePriority
+
+    if not given and not min_fps:
+        return None
+    if min_fps < 0:
+        raise CliError(f"--min-fps must be >= 0, got {min_fps}")
+    levels = ["normal"] * sources
+    for item in given:
+        index, _, level = item.partition("=")
+        if not index.isdigit() or not 1 <= int(index) <= sources or level not in LEVELS:
+            raise CliError(f"--priority {item!r}: expected N=LEVEL with N in 1..{sources} (the --source "
+                           f"order) and LEVEL one of {', '.join(LEVELS)}")
+        levels[int(index) - 1] = level
+    return [SourcePriority(level, min_fps) for level in levels]
 
 
 class _Progress:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "measure_decode", "measure_model",
-           "measure_host", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
+           "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
 
 log = logging.getLogger("vapipe.costs")
 
@@ -70,6 +70,7 @@ class ModelProbe:
     config: dict[str, Any]
     input_hw: tuple[int, int] | None = None
     per_frame: float | None = 1.0
+    engine: str = "openvino"
 
 
 def _cpu_flags() -> tuple[str, str]:
@@ -181,7 +182,8 @@ def file_key(path: str | os.PathLike[str]) -> str:
 
 def model_key(probe: ModelProbe) -> str:
     cfg = {str(k).upper(): str(v) for k, v in probe.config.items() if str(k).upper() not in THREAD_KEYS}
-    raw = json.dumps([file_key(probe.path), repr(probe.spec), probe.device, probe.input_hw, sorted(cfg.items())])
+    raw = json.dumps([file_key(probe.path), repr(probe.spec), probe.device, probe.input_hw, sorted(cfg.items()),
+                      probe.engine])
     return "model|" + hashlib.sha1(raw.encode()).hexdigest()[:16] + "|" + Path(probe.path).name
 
 
@@ -221,12 +223,11 @@ def _process_cpu() -> float:
     return time.process_time()
 
 
-def measure_model(probe: ModelProbe, engine: Any = None) -> dict[str, Any]:
+def measure_model(probe: ModelProbe) -> dict[str, Any]:
     """``{"ms": CPU ms of one inference on one stream of one thread (median of a few),
     "input_hw": [height, width] the model was fed}``."""
-    from .engine import get_engine
+    from .engines import load_model
 
-    engine = engine or get_engine()
     config = {k: v for k, v in probe.config.items() if str(k).upper() not in THREAD_KEYS}
     config.update({"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False})
     spec = probe.spec
@@ -234,17 +235,22 @@ def measure_model(probe: ModelProbe, engine: Any = None) -> dict[str, Any]:
         spec = replace(spec, size=probe.input_hw)
     elif probe.input_hw is not None and spec.size is not None and spec.size[1] == -1:
         spec = replace(spec, size=(spec.size[0], probe.input_hw[1]))
-    model = engine.load(probe.path, spec, probe.device, "LATENCY", config, keep=False)
+    model = load_model(probe.engine, probe.path, spec, probe.device, "LATENCY", config, keep=False)
     h, w = model.input_hw
     if spec.resize_from is not None:
         h, w = spec.resize_from
     image = np.random.default_rng(0).integers(0, 256, (1, h, w, 3), dtype=np.uint8)
-    request = model.compiled.create_infer_request()
-    import openvino as ov
+    if probe.engine == "openvino":
+        import openvino as ov
 
-    request.set_input_tensor(ov.Tensor(image, shared_memory=True))
-    # process CPU time: the inference runs on OpenVINO's thread, not the caller's
-    return {"ms": round(_timed(request.infer, _process_cpu), 4), "input_hw": list(model.input_hw)}
+        request = model.compiled.create_infer_request()
+        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
+        run = request.infer
+    else:
+        def run() -> Any:
+            return model.infer(image)
+    # process CPU time: the inference may run on the engine's threads, not the caller's
+    return {"ms": round(_timed(run, _process_cpu), 4), "input_hw": list(model.input_hw)}
 
 
 def measure_decode(uri: str, needs_image: bool, build_source: Callable[[str], Any]) -> tuple[float, Any]:
@@ -277,6 +283,37 @@ def measure_decode(uri: str, needs_image: bool, build_source: Callable[[str], An
     # the first frames include the decoder's start-up; a GOP's I-frame costs more: mean of the rest
     body = samples[1:] if len(samples) > 2 else samples
     return float(np.mean(body)) * 1000.0, first
+
+
+def measure_encode(width: int, height: int, codec: str, options: dict[str, str], pix_fmt: str = "yuv420p",
+                   frames: int = 16) -> float:
+    """CPU ms per frame of encoding ``width`` x ``height`` video on one thread (the calling
+    thread: ``thread_count=1``), on moving noise (a hard case, as camera video is)."""
+    import io
+
+    import av
+
+    rng = np.random.default_rng(2)
+    w, h = width + width % 2, height + height % 2
+    tile = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)
+    pictures = [np.ascontiguousarray(np.kron(np.roll(tile, i, axis=1), np.ones((8, 8, 1), np.uint8))[:h, :w])
+                for i in range(4)]
+    with av.open(io.BytesIO(), "w", format="matroska") as out:
+        stream = out.add_stream(codec, rate=25)
+        stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+        stream.codec_context.thread_count = 1
+        stream.options = options
+        spent = 0.0
+        for i in range(frames):
+            vf = av.VideoFrame.from_ndarray(pictures[i % len(pictures)], format="bgr24")
+            t0 = time.thread_time()
+            packets = stream.encode(vf)
+            spent += time.thread_time() - t0
+            out.mux(packets)
+        t0 = time.thread_time()
+        out.mux(stream.encode(None))  # frames still in the encoder's lookahead count too
+        spent += time.thread_time() - t0
+    return spent / frames * 1000.0
 
 
 def measure_host(prepare: Callable[[], Any]) -> float:

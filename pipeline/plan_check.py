@@ -82,8 +82,9 @@ class Snapshot:
 
 
 def take_snapshot(check: "PlanCheck") -> Snapshot:
+    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
     return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
-                    {tid: thread_cpu_s(tid) or 0.0 for tid in check.thread_ids()},
+                    {tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
                     [c.counters() for c in check.cameras])
 
 
@@ -137,7 +138,10 @@ class PlanCheck:
         if snap.machine is not None and base.machine is not None:
             others = max(0.0, (snap.machine - base.machine - cpu) / wall)  # cores other processes used
         decoded = processed = 0
-        python_cpu = sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in snap.threads if t in base.threads)
+        def used(tids: Any) -> float:  # CPU seconds of threads alive at both ends of the window
+            return sum(snap.threads[t] - base.threads[t] for t in tids if t in snap.threads and t in base.threads)
+
+        python_cpu = used(snap.threads)
         decode_ms: list[float] = []
         host_cpu = 0.0
         behind = starving = 0.0
@@ -147,9 +151,10 @@ class PlanCheck:
             d_out = now_c["processed"] - then_c["processed"]
             decoded += d_dec
             processed += d_out
-            dec_cpu = sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in cam.thread_ids("read", "decode"))
-            decode_ms.append(1000.0 * dec_cpu / d_dec if d_dec else float("nan"))
-            host_cpu += sum(snap.threads.get(t, 0.0) - base.threads.get(t, 0.0) for t in cam.thread_ids("work"))
+            readers = cam.thread_ids("read", "decode")
+            alive = all(t in snap.threads and t in base.threads for t in readers)
+            decode_ms.append(1000.0 * used(readers) / d_dec if d_dec and alive else float("nan"))
+            host_cpu += used(cam.thread_ids("work"))
             behind = max(behind, (now_c["put_wait_s"] - then_c["put_wait_s"]) / wall)
             if not cam.paced:
                 starving = max(starving, (now_c["get_wait_s"] - then_c["get_wait_s"]) / wall)
@@ -165,7 +170,7 @@ class PlanCheck:
         valid_decode = [x for x in decode_ms if x == x]  # not NaN
         self.observed = {
             "window_s": round(wall, 2), "cpu_util": round(util, 3), "fps": round(processed / wall, 2),
-            "decode_ms": [round(x, 3) for x in valid_decode],
+            "decode_ms": [round(x, 3) if x == x else None for x in decode_ms],  # None: not measurable
             "host_ms": round(1000.0 * host_cpu / processed, 3),
             "infer_ms": {n: round(planned[n]["ms"] * scale, 3) for n in planned},
             "per_frame": {n: round(v, 3) for n, v in per_frame.items()},
@@ -249,7 +254,7 @@ class PlanCheck:
             if info is not None and info.objects:
                 self.cache.put(objects_key(self.pipeline, name), round(value, 3))
         for cam, uri, ms in zip(self.cameras, self.uris, self.observed.get("decode_ms", [])):
-            if cam.live and ms == ms:
+            if not cam.can_probe and ms is not None:
                 self.cache.put(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})
 
     def summary_lines(self) -> list[str]:
@@ -258,7 +263,7 @@ class PlanCheck:
         if obs:
             models = ", ".join(f"{n} {obs['infer_ms'][n]:.2f} ms x {obs['per_frame'][n]:.2f}/frame"
                                for n in obs.get("infer_ms", {}))
-            dec = ", ".join(f"{x:.2f}" for x in obs.get("decode_ms", []))
+            dec = ", ".join("?" if x is None else f"{x:.2f}" for x in obs.get("decode_ms", []))
             lines.append(f"  observed: decode {dec} ms/frame, host {obs['host_ms']:.2f} ms/frame, {models}; "
                          f"decoders waited {obs['decoder_waits_full']:.0%}, workers waited "
                          f"{obs['worker_waits_empty']:.0%} of the time")
@@ -286,6 +291,7 @@ class _CameraView:
         self.camera = camera
         source = camera.source
         self.live = bool(getattr(source, "live", False))
+        self.can_probe = bool(getattr(source, "can_probe", not self.live))
         params = getattr(source, "params", None)
         self.paced = self.live or bool(getattr(params, "realtime", False)) or camera.opts.capture_delay_ms > 0
 

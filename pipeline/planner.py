@@ -12,7 +12,8 @@ The rate every camera can keep is the smallest of:
   give 1000 CPU-ms per second each;
 * **decoders**: a decoder with ``t`` frame threads decodes ``1000 * t / decode``
   frames per second;
-* **workers**: one Python thread per camera does the host work;
+* **workers**: one Python thread per camera does the host work (and the encoding,
+  when an encoder has one thread);
 * **models the user configured** (their threads are theirs).
 
 Each CPU model then gets the threads its share of that rate needs,
@@ -23,6 +24,8 @@ stalls only itself) or one stream of that many threads (``LATENCY``).  Every
 camera keeps one request more than its share of the streams, at least 2.  Decoders
 get one thread each; more frame threads only when the decoders bind and the
 prediction rises by at least 10 % (each frame thread adds a frame of latency).
+Encoders (MP4 output) encode on the worker thread, or on threads of their own
+(as many as their share needs, at least 2) when that raises the rate by 10 %.
 
 The sum of threads may exceed the cores: light stages (a decoder using a third of
 a core, a region model seeing few objects) need a thread to run on but not a core
@@ -41,14 +44,17 @@ from typing import Any, Iterable, Sequence
 
 from .priority import NICE_WHILE_AHEAD
 
-__all__ = ["InferInfo", "ThreadPlan", "plan_threads", "ASSUMED_DECODE_MS", "ASSUMED_HOST_MS", "ASSUMED_INFER_MS"]
+__all__ = ["InferInfo", "EncoderInfo", "ThreadPlan", "plan_threads", "ASSUMED_DECODE_MS", "ASSUMED_HOST_MS",
+           "ASSUMED_INFER_MS"]
 
 #: costs assumed where nothing was measured (planning without models or sources, e.g. doctor)
 ASSUMED_DECODE_MS = 4.0
 ASSUMED_HOST_MS = 0.5
 ASSUMED_INFER_MS = 10.0
-#: a decoder frame thread is added only if it raises the predicted rate this much
-DECODER_THREAD_GAIN = 1.10
+ASSUMED_ENCODE_MS = 8.0
+#: a decoder frame thread is added, or encoding moved off the worker, only if it raises the
+#: predicted rate this much
+THREAD_GAIN = 1.10
 #: a model's demand this close under a whole core keeps it at that many threads
 DEMAND_SLACK = 0.05
 CV2_THREADS = 1
@@ -74,6 +80,7 @@ class InferInfo:
     origin: str = "assumed"
     user_requests: bool = False  # the stage's requests are set by the user
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
+    engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
 
     @property
     def on_cpu(self) -> bool:
@@ -87,6 +94,22 @@ class InferInfo:
     def frame_ms(self) -> float:
         """CPU ms of this stage per frame."""
         return self.cost_ms * (self.per_frame if self.per_frame is not None else 1.0)
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    """A stage that encodes every frame with a thread pool of its own (FFmpeg ``thread_count``):
+    ``ms`` is one frame on one thread (None: not measured); ``user_threads`` its threads if the
+    user set them."""
+
+    name: str
+    ms: float | None = None
+    origin: str = "assumed"
+    user_threads: int | None = None
+
+    @property
+    def cost_ms(self) -> float:
+        return self.ms if self.ms is not None else ASSUMED_ENCODE_MS
 
 
 @dataclass
@@ -112,6 +135,7 @@ class ThreadPlan:
     predicted_fps: float = 0.0                # all cameras together
     bound: str = ""                           # what limits the predicted rate: cpu, decode, worker or a stage
     infos: list[InferInfo] = field(default_factory=list)  # the inference stages with their costs
+    encoders: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> threads, ms, origin, cores
     needs_image: bool = False
     user_decoder_threads: int | None = None
 
@@ -121,16 +145,19 @@ class ThreadPlan:
 
     @property
     def busy_threads(self) -> int:
-        """Threads the plan starts for decoding and CPU inference (they may exceed the cores)."""
+        """Threads the plan starts for decoding, CPU inference and encoding (they may exceed the
+        cores; an encoder of one thread runs on the camera's worker thread)."""
         decoder = self.decoder_threads or self.cores + 1  # 0: FFmpeg's automatic choice, cores + 1
-        return self.sources * decoder + self.infer_threads + max(0, self.cv2_threads - 1)
+        encoders = sum(e["threads"] for e in self.encoders.values() if e["threads"] > 1)
+        return self.sources * (decoder + encoders) + self.infer_threads + max(0, self.cv2_threads - 1)
 
     @property
     def demand(self) -> float:
-        """Cores the predicted rate keeps busy (decode, host and CPU inference)."""
+        """Cores the predicted rate keeps busy (decode, host, CPU inference and encoding)."""
         per_cam = self.predicted_fps / max(1, self.sources)
-        work = sum(self.decode_ms) + self.sources * (self.host_ms + sum(m["frame_ms"] for m in self.models.values()))
-        return per_cam * work / 1000.0
+        per_frame = self.host_ms + sum(m["frame_ms"] for m in self.models.values()) + \
+            sum(e["ms"] for e in self.encoders.values())
+        return per_cam * (sum(self.decode_ms) + self.sources * per_frame) / 1000.0
 
     @property
     def oversubscribed(self) -> bool:
@@ -161,14 +188,32 @@ class ThreadPlan:
             req = f", {self.requests[name]} requests/camera" if name in self.requests else ""
             streams = max(1, int(cfg.get("NUM_STREAMS", 1)))
             per_stream = max(1, int(cfg.get("INFERENCE_NUM_THREADS", 1)) // streams)
-            lines.append(f"  openvino {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}) x "
+            runtime = "onnxrt  " if self._engine(name) == "onnxruntime" else "openvino"
+            lines.append(f"  {runtime} {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}) x "
                          f"{m.get('per_frame', 1):.2f}/frame -> {streams} stream{'s' if streams != 1 else ''} x "
                          f"{per_stream} thread{mark[name]}{req}, {m.get('cores', 0):.2f} cores")
+        if any(self._engine(n) == "onnxruntime" for n in self.infer):
+            lines.append(f"  onnxrt   process-wide intra-op pool: {self.ort_intra_threads} thread(s) per inference "
+                         "(the caller counts as one), 1 inter-op, no pinning")
         for name, dev in self.untouched.items():
             lines.append(f"  openvino {name} on {dev} (plugin's choice)")
+        for name, e in self.encoders.items():
+            where = "on the worker thread" if e["threads"] == 1 else f"{e['threads']} threads each"
+            lines.append(f"  ffmpeg   {name} {e['ms']:.2f} ms/frame ({e['origin']}) -> {where}"
+                         f"{' (set)' if name in self.user_set else ''}, {e['cores']:.2f} cores")
         lines.append(f"  opencv   {self.cv2_threads} thread; host {self.host_ms:.2f} ms/frame per camera, "
                      f"{self.sources * per_cam * self.host_ms / 1000.0:.2f} cores")
         return "\n".join(lines)
+
+    def _engine(self, name: str) -> str:
+        return next((i.engine for i in self.infos if i.name == name), "openvino")
+
+    @property
+    def ort_intra_threads(self) -> int:
+        """Threads per inference of the ONNX Runtime stages (sizes ORT's process-wide pool)."""
+        per_run = [max(1, c["INFERENCE_NUM_THREADS"] // max(1, c["NUM_STREAMS"])) for n, c in self.infer.items()
+                   if self._engine(n) == "onnxruntime"]
+        return max(per_run or [self.runtime_threads])
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -179,7 +224,7 @@ class ThreadPlan:
 def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[InferInfo] = (),
                  needs_image: bool = False, decoder_threads: int | None = None,
                  decode_ms: Sequence[float] | float | None = None, host_ms: float | None = None,
-                 decode_origin: str | None = None) -> ThreadPlan:
+                 decode_origin: str | None = None, encoders: Iterable[EncoderInfo] = ()) -> ThreadPlan:
     """Share ``cores`` between the decoders of ``sources`` sources and the inference stages ``infer``.
 
     ``cores=0`` disables the plan (every runtime keeps its defaults); None: the CPU affinity.
@@ -211,27 +256,33 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
     user_set = ["decode"] if decoder_threads is not None else []
     t_dec = decoder_threads if decoder_threads is not None else 1
 
-    work_ms = sum(d) + sources * (w + sum(s.frame_ms for s in cpu))  # one frame of every camera
+    encs = list(encoders)
+    work_ms = sum(d) + sources * (w + sum(e.cost_ms for e in encs) + sum(s.frame_ms for s in cpu))
     limits: dict[str, float] = {"cpu": 1000.0 * cores / work_ms if work_ms > 0 else math.inf}
-    if w > 0:
-        limits["worker"] = 1000.0 / w
     for s in fixed:  # the user's threads are theirs; all of them are taken as useful
         capacity = s.user_threads or s.user_streams or 1
         limits[s.name] = 1000.0 * capacity / (sources * max(s.frame_ms, 1e-6))
 
-    def decoder_limit(threads: int) -> float:
-        eff = threads if threads else cores  # FFmpeg's automatic choice uses every core
-        return 1000.0 * eff / max(max(d), 1e-6)
+    def worker_limit(own: dict[str, bool]) -> float:
+        """An encoder of one thread encodes on the camera's worker thread; with more, on its own."""
+        serial = w + sum(e.cost_ms for e in encs if not own[e.name])
+        return 1000.0 / serial if serial > 0 else math.inf
 
-    def rate(threads: int) -> tuple[float, str]:
-        lim = {**limits, "decode": decoder_limit(threads)}
+    def rate(dec_threads: int, own: dict[str, bool]) -> tuple[float, str]:
+        eff = dec_threads if dec_threads else cores  # FFmpeg's automatic choice uses every core
+        lim = {**limits, "decode": 1000.0 * eff / max(max(d), 1e-6), "worker": worker_limit(own)}
         key = min(lim, key=lim.__getitem__)
         return lim[key], key
 
-    r, bound = rate(t_dec)
+    own = {e.name: (e.user_threads or 0) > 1 for e in encs}
+    r, bound = rate(t_dec, own)
+    free = {e.name: own[e.name] or e.user_threads is None for e in encs}
+    if bound == "worker" and free != own and rate(t_dec, free)[0] >= r * THREAD_GAIN:
+        own = free  # encoding moves off the worker onto encoder threads
+        r, bound = rate(t_dec, own)
     while decoder_threads is None and bound == "decode" and sources * (t_dec + 1) <= cores:
-        r2, b2 = rate(t_dec + 1)
-        if r2 < r * DECODER_THREAD_GAIN:
+        r2, b2 = rate(t_dec + 1, own)
+        if r2 < r * THREAD_GAIN:
             break
         t_dec, r, bound = t_dec + 1, r2, b2
 
@@ -262,6 +313,15 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         bound = min((n for n in plan.models if n not in user_set),
                     key=lambda n: plan.infer[n]["INFERENCE_NUM_THREADS"] / max(plan.models[n]["frame_ms"], 1e-9),
                     default=bound)
+    for e in encs:
+        demand = sources * r * e.cost_ms / 1000.0
+        if e.user_threads is not None:
+            threads = max(1, e.user_threads)
+            user_set.append(e.name)
+        else:
+            threads = min(cores, max(2, math.ceil(demand - DEMAND_SLACK))) if own[e.name] else 1
+        plan.encoders[e.name] = {"threads": threads, "ms": round(e.cost_ms, 3),
+                                 "origin": e.origin if e.ms is not None else "assumed", "cores": round(demand, 3)}
     plan.predicted_fps = round(predicted * sources, 2)
     plan.bound = bound
     plan.runtime_threads = max([c["INFERENCE_NUM_THREADS"] for c in plan.infer.values()] or [1])

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
+from .arbiter import SourcePriority
 from .priority import YieldWhileAhead
 from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
@@ -65,6 +66,8 @@ class RunOptions:
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
     cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
     replan: bool = False                   # apply a new thread plan when the observed costs call for one
+    #: per source (same order): priority on shared models (pipeline/arbiter.py); None: all alike
+    priorities: "list[SourcePriority] | None" = None
 
 
 class GraphExecutor:
@@ -191,7 +194,8 @@ class GraphExecutor:
 class _Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
-                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None]) -> None:
+                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
+                 priority: SourcePriority | None = None) -> None:
         self.graph = graph
         self.opts = opts
         self.uri = uri
@@ -212,6 +216,12 @@ class _Camera:
             st.source_id = source_id
             st.output_dir = opts.output_dir  # type: ignore[attr-defined]
         self.source = self.stages[graph.source]
+        self.priority = priority
+        if priority is not None:
+            priority.name = source_id
+            for st in self.stages.values():
+                if isinstance(st, InferStage):
+                    st.priority = priority
         # Convert each frame to full-size BGR once, on the decoder thread, when any
         # stage reads full-resolution pixels; otherwise stages scale from the planes.
         self.needs_image = any(st.needs_image for st in self.stages.values())
@@ -492,13 +502,18 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     opts = opts or RunOptions()
     if not sources:
         raise ValueError("no source given; pass at least one --source")
+    priorities = list(opts.priorities or [])
+    if priorities and len(priorities) != len(sources):
+        raise ValueError(f"{len(priorities)} priorities for {len(sources)} sources; give one per source")
+    if not any(p.level != "normal" or p.min_fps for p in priorities):
+        priorities = []  # all alike: no arbitration
     session = Session(graph, opts, expected_sources=len(sources))
     signalled = threading.Event()
     restore = _install_signals(session.stop_sources, signalled) if opts.handle_signals else None
     check: PlanCheck | None = None
     try:
         try:
-            session.add_sources(list(sources))
+            session.add_sources(list(sources), priorities or None)
         except StageFailure as exc:
             session.failures.append(str(exc))
         else:

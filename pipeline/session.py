@@ -30,6 +30,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
+from .arbiter import SourcePriority
 from .frame import Frame
 from .graph import PipelineGraph
 from .runtime import RunOptions, StageFailure, _Camera, _one_line, source_ids
@@ -132,15 +133,17 @@ class Session:
         return self._overrides
 
     # sources ---------------------------------------------------------------------------
-    def add_sources(self, uris: list[str]) -> list[str]:
+    def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None) -> list[str]:
         """Open every source first, then start them together; any failure to open raises
-        (:class:`StageFailure` or the source's one-line error) and starts none."""
+        (:class:`StageFailure` or the source's one-line error) and starts none.  ``priorities``:
+        one per source, on the models the cameras share (:mod:`pipeline.arbiter`)."""
         with self._lock:
             self._check_open()
             taken = set(self._cameras) | self._closed_ids
             ids = _unique_ids(uris, taken)
             opts = replace(self.opts, overrides=self._revise_plan(uris))
-            cams = [self._camera(uri, sid, opts) for uri, sid in zip(uris, ids)]
+            cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None)
+                    for i, (uri, sid) in enumerate(zip(uris, ids))]
             opened: list[_Camera] = []
             try:
                 for cam in cams:
@@ -211,10 +214,10 @@ class Session:
         if self._aborted.is_set() or self.stop_sources.is_set():
             raise RuntimeError("the run is stopping; no source can be added")
 
-    def _camera(self, uri: str, source_id: str, opts: RunOptions) -> _Camera:
+    def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None) -> _Camera:
         abort = threading.Event()  # per camera: remove_source may force one camera to stop
         cam = _Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
-                      self._report_failure)
+                      self._report_failure, priority)
         cam.decoder_nice = self.plan.decoder_nice
         cam.on_frame = self.on_frame
         return cam
@@ -298,6 +301,9 @@ class Session:
         cam.close()
         cam.stats.dropped += cam.units.dropped + cam.frames.dropped
         cam.stats.decode_errors = getattr(cam.source, "decode_errors", 0)
+        if cam.priority is not None:
+            p = cam.priority
+            cam.stats.priority = {"level": p.level, "min_fps": p.min_fps, "waits": p.waits, "promoted": p.promoted}
 
     def close(self) -> RunSummary:
         """End everything now (aborting what still runs), close every output and restore

@@ -90,6 +90,12 @@ class Stage:
         self.ensure_open()
         return self.process(frame)
 
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Any] | None:
+        """For a stage with a thread pool of its own whose ``threads`` parameter the thread plan
+        sets (an encoder): a cost-cache key and a no-argument callable returning the CPU ms of
+        one frame of ``source_wh`` on one thread.  None for other stages."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -110,6 +116,9 @@ class InferStage(Stage):
         self._reconfigure: dict[str, Any] | None = None
         #: inferences started (a detector: one per frame it runs on; a region model: one per object)
         self.inferences = 0
+        #: the camera's priority on shared models (:class:`pipeline.arbiter.SourcePriority`),
+        #: set by the runtime before ``open``; None: first come, first served
+        self.priority: Any = None
 
     # thread plan -------------------------------------------------------------------------
     def planning_probe(self, source_wh: tuple[int, int]) -> Any:
@@ -216,6 +225,12 @@ class SourceStage(Stage):
     kind: ClassVar[str] = "source"
     live: bool = False
     total_frames: int | None = None
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether the source can be opened and read ahead of a run to time its decoding
+        (files, folders, scenes: yes; cameras and streams, which connect: no)."""
+        return not self.live
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

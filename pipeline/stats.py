@@ -36,10 +36,11 @@ class LatencyStats:
 
     def summary(self) -> dict[str, float]:
         if not self.count:
-            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
+            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
         a = self._ring[:min(self.count, len(self._ring))]
-        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
-                "p95_ms": float(np.percentile(a, 95))}
+        p50, p95, p99 = np.percentile(a, [50, 95, 99])
+        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(p50), "p95_ms": float(p95),
+                "p99_ms": float(p99)}
 
 
 @dataclass
@@ -59,6 +60,7 @@ class SourceStats:
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
+    priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
     state: str | None = None  # last state a live source reported (connecting, streaming, ...)
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -83,7 +85,7 @@ class SourceStats:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
-                "decoder_priority_changes": self.decoder_priority_changes,
+                "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 

@@ -18,6 +18,8 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
   plugins;
 * **decoder priority**: a decoder whose output queue stays full runs at nice
   ``NICE_WHILE_AHEAD`` until it falls behind again (:mod:`pipeline.priority`);
+* **encoders** (FFmpeg ``thread_count`` of MP4 outputs): 1, encoding on the camera's
+  worker thread, or their share of threads when that pays;
 * **OpenCV**: 1 thread (its calls are small and run on each camera's threads);
 * **BLAS / PyTorch / ONNX Runtime**: ``runtime_threads`` intra-op threads, one inter-op.
 
@@ -39,7 +41,7 @@ from typing import Any, Callable, Sequence
 
 from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, measure_decode, measure_host,
                     measure_model, model_key, objects_key)
-from .planner import ASSUMED_DECODE_MS, InferInfo, ThreadPlan, plan_threads
+from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
 
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
            "apply_global", "ort_session_options", "OV_THREAD_KEYS", "infer_infos"]
@@ -71,7 +73,8 @@ def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) 
         out.append(InferInfo(name=name, device=device, hint=hint, user_config=user,
                              user_threads=_int(config.get("INFERENCE_NUM_THREADS")),
                              user_streams=_int(config.get("NUM_STREAMS")),
-                             user_requests=_int(params.get("requests")) > 0))
+                             user_requests=_int(params.get("requests")) > 0,
+                             engine=str(params.get("engine", "openvino"))))
     return out
 
 
@@ -102,11 +105,12 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
         log.info("planning with assumed costs for %s", "; ".join(measured.failures))
     infos = [_with_cost(i, measured, graph.spec.name, cache) for i in infos]
     return plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
-                        host_ms=measured.host_ms, decode_origin=measured.decode_origin)
+                        host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders)
 
 
 class _Measured:
     def __init__(self) -> None:
+        self.encoders: list[EncoderInfo] = []
         self.decode_ms: list[float] = []
         self.decode_origin = "assumed"
         self.host_ms: float | None = None
@@ -177,6 +181,18 @@ def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: b
             host_known = True
     if host_known:
         out.host_ms = host + HOST_OVERHEAD_MS * sum(1 for s in stages.values() if isinstance(s, InferStage))
+    for name, st in stages.items():
+        probe_cost = st.planning_cost(src_wh)
+        if probe_cost is None:
+            continue
+        user = _params(graph, name, overrides).get("threads")
+        try:
+            key, measure = probe_cost
+            ms, origin = cache.cached(key, lambda measure=measure: round(float(measure()), 4))
+            out.encoders.append(EncoderInfo(name, float(ms), origin, _int(user) if user is not None else None))
+        except Exception as exc:  # noqa: BLE001 - an encoder that cannot start fails the stage itself
+            out.failures.append(f"stage {name}: {exc}")
+            out.encoders.append(EncoderInfo(name, None, "assumed", _int(user) if user is not None else None))
     return out
 
 
@@ -215,11 +231,11 @@ def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, d
     """(ms per frame, source size, a decoded frame or None, origin) of one source."""
     key = decode_key(uri, needs_image)
     entry = cache.get(key)
-    live = bool(getattr(_probe_source(graph, uri, overrides, opened=False), "live", False))
+    connects = not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
     if isinstance(entry, dict) and "ms" in entry:
         wh = (int(entry.get("width", 0)), int(entry.get("height", 0))) if entry.get("width") else None
-        return float(entry["ms"]), wh, None, "observed" if live else "cached"
-    if live:  # not probed before it connects: assumed until a run observes it
+        return float(entry["ms"]), wh, None, "observed" if connects else "cached"
+    if connects:  # a camera or stream is not probed before it connects: assumed until a run observes it
         return ASSUMED_DECODE_MS, None, None, "assumed"
     cache.measurements += 1
     ms, frame = measure_decode(uri, needs_image, lambda u: _probe_source(graph, u, overrides, opened=True))
@@ -259,6 +275,9 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
     if "threads" in src_cls.Params.model_fields and "threads" not in _params(graph, src, overrides):
         out.setdefault(src, {})["threads"] = plan.decoder_threads
     classes = graph.classes()
+    for name, enc in plan.encoders.items():
+        if name not in plan.user_set and "threads" in classes[name].Params.model_fields:
+            out.setdefault(name, {})["threads"] = enc["threads"]
     for name, cfg in plan.infer.items():
         if name in plan.user_set or "config" not in classes[name].Params.model_fields:
             continue
@@ -346,6 +365,14 @@ def apply_global(plan: ThreadPlan) -> Callable[[], None]:
             torch.set_num_interop_threads(1)
         except RuntimeError:
             pass
+    if any(i.engine == "onnxruntime" for i in plan.infos) or "onnxruntime" in sys.modules:
+        # ORT's process-wide pool can be sized once, before the first session: do it here
+        try:
+            from .ort_engine import global_pool
+
+            global_pool(plan.ort_intra_threads)
+        except Exception as exc:  # noqa: BLE001 - ORT missing: its stages fail at open with a clear line
+            log.debug("ONNX Runtime's global thread pool not set: %s", exc)
     if "threadpoolctl" in sys.modules or "numpy" in sys.modules:
         try:
             from threadpoolctl import threadpool_limits
@@ -366,14 +393,17 @@ def apply_global(plan: ThreadPlan) -> Callable[[], None]:
 
 
 def ort_session_options(plan: ThreadPlan, options: Any = None) -> Any:
-    """ONNX Runtime ``SessionOptions`` within the plan (ORT has no process-wide setter):
-    ``runtime_threads`` intra-op threads, one inter-op thread, sequential execution."""
+    """ONNX Runtime ``SessionOptions`` for a user stage's own session, within the plan: the
+    process-wide intra-op pool vapipe's ONNX Runtime stages share (created now if needed,
+    sized to the plan's threads per inference), one inter-op thread, sequential execution."""
     try:
         import onnxruntime as ort
     except ImportError:
         raise ImportError("onnxruntime is not installed; pip install onnxruntime") from None
+    from .ort_engine import global_pool
+
     opts = options if options is not None else ort.SessionOptions()
-    opts.intra_op_num_threads = plan.runtime_threads
-    opts.inter_op_num_threads = 1
+    global_pool(plan.ort_intra_threads)
+    opts.use_per_session_threads = False
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return opts

@@ -17,7 +17,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from pipeline.costs import ModelProbe
-from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
+from pipeline.engine import InputSpec, LoadedModel, RequestPool
+from pipeline.engines import load_model
 from pipeline.frame import Detections, Frame
 from pipeline.stage import InferStage
 
@@ -68,7 +69,8 @@ class Detect(InferStage):
         spec = replace(base, size=spec_size, **engine_resize)
         if engine_resize:
             spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
-        return get_engine().load(self.model_path, spec, self.params.device, self.params.hint, self.params.config)
+        return load_model(self.params.engine, self.model_path, spec, self.params.device, self.params.hint,
+                          self.params.config)
 
     def _route_for(self, frame: Frame) -> _Route:
         src_wh = (frame.width, frame.height)
@@ -78,6 +80,8 @@ class Detect(InferStage):
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
         own_sampling = type(self.adapter).prepare_input is not DetectorAdapter.prepare_input
         mode = self.params.resize
+        if self.params.engine != "openvino":  # only OpenVINO resizes inside the model
+            mode = "host"
         candidates = ["host", "engine"] if mode == "auto" and not own_sampling else [
             "host" if mode == "auto" else mode]
         routes = {name: self._make_route(name, size, src_wh) for name in candidates}
@@ -97,12 +101,13 @@ class Detect(InferStage):
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
         if kind == "host":
             model = self._load(size)
-            return _Route(model, model.create_pool(self.params.requests), self.adapter.host_input)
+            return _Route(model, model.create_pool(self.params.requests, self.priority), self.adapter.host_input)
         h, w = size or self._load(None).input_hw
         box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
         model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
                            pad_top_left=(int(box.pad_y), int(box.pad_x)))
-        return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
+        return _Route(model, model.create_pool(self.params.requests, self.priority),
+                      lambda frame, hw: (frame.image(), box))
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
@@ -111,7 +116,7 @@ class Detect(InferStage):
         size = adapter.input_size(source_wh) if hasattr(adapter, "input_size") else None
         return ModelProbe(self.name, resolve_model(self.params.model), adapter.input_spec, self.params.device,
                           self.params.hint, dict(self.params.config), input_hw=size,
-                          per_frame=1.0 / self.params.every)
+                          per_frame=1.0 / self.params.every, engine=self.params.engine)
 
     def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Callable[[], Any]:
         adapter = make_adapter("detector", self.params.decoder, self.params.options, DetectorAdapter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -100,12 +101,26 @@ def test_apply_global_budgets_torch_only_when_already_imported(monkeypatch: pyte
     assert calls["threads"] == [3, 8]
 
 
-def test_ort_session_options_follow_the_plan() -> None:
+def test_ort_session_options_share_the_planned_global_pool() -> None:
+    """A user stage's ONNX Runtime session joins the process-wide pool sized by the plan (in a
+    fresh process: ORT's global pool can be created once)."""
     pytest.importorskip("onnxruntime")
-    from pipeline.threads import ort_session_options
-
-    opts = ort_session_options(plan_threads(4, 1, [InferInfo("a", ms=3.0)], decode_ms=2.0, host_ms=0.5))
-    assert opts.intra_op_num_threads == 3 and opts.inter_op_num_threads == 1
+    code = """if True:
+        import onnxruntime as ort
+        from pipeline.planner import InferInfo, plan_threads
+        from pipeline.ort_engine import global_pool
+        from pipeline.threads import ort_session_options
+        plan = plan_threads(4, 1, [InferInfo("a", hint="LATENCY", ms=40.0, engine="onnxruntime")],
+                            decode_ms=2.0, host_ms=0.5)
+        opts = ort_session_options(plan)
+        print(plan.infer["a"]["INFERENCE_NUM_THREADS"], global_pool(99)["intra_op"], opts.use_per_session_threads,
+              opts.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL)
+    """
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    threads, pool, per_session, sequential = out.stdout.split()
+    assert int(threads) >= 3 and int(pool) == int(threads)  # one LATENCY stream: all its threads per inference
+    assert per_session == "False" and sequential == "True"
 
 
 def test_run_summary_shows_the_plan(videos_dir: Path, tmp_path: Path) -> None:
