@@ -182,7 +182,9 @@ def test_list_prints_every_pipeline_with_its_description(cli_env) -> None:
     proc = ok(vapipe(cli_env, "list"))
     expected = yaml.safe_load((ROOT / "pipelines.yaml").read_text(encoding="utf-8"))["pipelines"]
     assert {"faces", "ocr", "persons"} <= expected.keys()
-    lines = proc.stdout.splitlines()
+    header, *lines = proc.stdout.splitlines()
+    # the file it read comes first (the tests run in the repository: ./pipelines.yaml)
+    assert header == f"# from {ROOT / 'pipelines.yaml'} (current directory)", header
     assert len(lines) == len(expected)
     for name, body in expected.items():
         row = [ln for ln in lines if ln.split()[0] == name]
