@@ -18,11 +18,13 @@ import yaml
 
 from tests.cli import ROOT, one_error_line, vapipe
 from tests.cli import cli_env as make_env
+from tests.media import CLIP
 
 BUILTIN_TYPES = ("classify", "decode", "detect", "encode", "metadata")
 RECORD_KEYS = {"source", "seq", "pts_time", "width", "height", "objects"}
 OBJECT_KEYS = {"label", "score", "box", "track_id", "attributes"}
 
+# shared clips, for the tests that look for people and faces in the pictures
 PERSON_CLIP = "one-by-one-person-detection.mp4"     # 768x432, 10 fps, 1394 frames
 WALKING_GIF = "face-demographics-walking.gif"       # 480x270, 12.5 fps, 35 frames
 HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 480x270, 12.5 fps, 56 frames
@@ -125,8 +127,8 @@ def test_unknown_stage_type_names_file_line_and_valid_types(cli_env, tmp_path: P
         assert valid in line, f"{valid!r} missing from: {line}"
 
 
-def test_unknown_parameter_from_set_names_it_and_the_valid_ones(cli_env, tmp_path: Path, videos_dir: Path) -> None:
-    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+def test_unknown_parameter_from_set_names_it_and_the_valid_ones(cli_env, tmp_path: Path, clip: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip,
                                  "--set", "person_detect.treshold=0.5", "--output", tmp_path / "out"))
     assert "'treshold'" in line
     assert "person_detect" in line
@@ -154,21 +156,21 @@ pipelines:
     assert "include_landmarks" in line.split("valid:", 1)[1]
 
 
-def test_missing_model_file_is_named(cli_env, tmp_path: Path, videos_dir: Path) -> None:
-    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+def test_missing_model_file_is_named(cli_env, tmp_path: Path, clip: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip,
                                  "--set", "person_detect.model=/no/model.tflite", "--output", tmp_path / "out"))
     assert "/no/model.tflite" in line
     assert "not found" in line
 
 
 @pytest.mark.parametrize("command", ["run", "validate"])
-def test_catalogue_model_missing_from_models_dir_suggests_pull(cli_env, tmp_path: Path, videos_dir: Path,
+def test_catalogue_model_missing_from_models_dir_suggests_pull(cli_env, tmp_path: Path, clip: Path,
                                                                command: str) -> None:
     empty = tmp_path / "models"
     empty.mkdir()
     env = {**cli_env, "VAPIPE_MODELS_DIR": str(empty)}
     if command == "run":
-        args, model = ["persons", "--source", videos_dir / PERSON_CLIP, "--output", tmp_path / "out"], "pose_detection"
+        args, model = ["persons", "--source", clip, "--output", tmp_path / "out"], "pose_detection"
     else:  # the first pipeline of pipelines.yaml, faces, fails on its first model
         args, model = [], "face_detection_short_range"
     line = one_error_line(vapipe(env, command, *args))
@@ -231,31 +233,31 @@ def test_validate_default_file_prints_ok(cli_env) -> None:
 
 
 # runs -------------------------------------------------------------------------------------
-def test_run_persons_json_summary_and_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+def test_run_persons_json_summary_and_jsonl(cli_env, tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out"
-    proc = ok(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP, "--max-frames", "30",
+    proc = ok(vapipe(cli_env, "run", "persons", "--source", clip, "--max-frames", "30",
                      "--json", "--output", out))
     summary = json.loads(proc.stdout)  # stdout is the JSON document and nothing else
     assert summary["pipeline"] == "persons"
     assert summary["error"] is None
     assert summary["stopped_by_signal"] is False
     src = summary["sources"][0]
-    assert src["source"] == "one-by-one-person-detection"
+    assert src["source"] == clip.stem
     assert src["frames"] == 30
     assert src["fps"] > 0
     det = summary["stages"]["person_detect"]
     assert det["count"] == 30
     assert det["mean_ms"] > 0 and det["p95_ms"] >= det["p50_ms"] > 0
 
-    jsonl = out / "one-by-one-person-detection.jsonl"
+    jsonl = out / f"{clip.stem}.jsonl"
     assert summary["outputs"] == [str(jsonl)]
     records = read_jsonl(jsonl)
     assert len(records) == 30
     for i, rec in enumerate(records):
-        check_record(rec, "one-by-one-person-detection", i, 768, 432)
+        check_record(rec, clip.stem, i, CLIP.width, CLIP.height)
     times = [r["pts_time"] for r in records]
     assert times[0] == pytest.approx(0.0)
-    assert times[-1] == pytest.approx(2.9)  # 10 fps
+    assert times[-1] == pytest.approx(29 / CLIP.fps)
     assert all(b > a for a, b in zip(times, times[1:]))
 
 
