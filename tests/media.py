@@ -10,6 +10,7 @@ the detector, OCR accuracy) keep reading the real clips of the shared folder.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +31,7 @@ class ClipSpec:
     the index is written at the end, so a truncated copy cannot be opened.
     ``scene``: a ``testsrc://`` pattern (``ticker`` has text, ``bars`` and ``noise`` none).
     ``bframes``: B-frames between references (x264's default 3, as in most files).
+    ``delays_cs``: GIF only, frame delays in centiseconds, repeated (default 100 / fps).
     """
 
     width: int = 432
@@ -42,6 +44,7 @@ class ClipSpec:
     seed: int = 7
     bframes: int = 3
     container: str = "mp4"
+    delays_cs: tuple[int, ...] = ()
 
     def with_(self, **changes: object) -> "ClipSpec":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -52,7 +55,7 @@ class ClipSpec:
 
     def file_name(self, stem: str = "clip") -> str:
         """A name that tells the clips of one session apart (stem + every setting)."""
-        flags = ("fs" if self.faststart else "nofs") + f"-b{self.bframes}"
+        flags = ("fs" if self.faststart else "nofs") + f"-b{self.bframes}" + "".join(f"-d{d}" for d in self.delays_cs)
         return (f"{stem}-{self.scene}{self.seed}-{self.width}x{self.height}-{self.fps}fps-{self.frames}f-"
                 f"g{self.gop}-{flags}.{self.container}")
 
@@ -71,23 +74,36 @@ def scene_images(spec: ClipSpec) -> Iterator[np.ndarray]:
         yield scene.render(i)[0]
 
 
+#: container -> (codec, pixel format); H.264 unless the container is one that cannot hold it
+_CODECS = {"avi": ("mpeg4", "yuv420p"), "gif": ("gif", "rgb8")}
+
+
 def write_clip(path: Path, spec: ClipSpec = CLIP) -> Path:
-    """Encode ``spec`` into ``path`` (H.264 in MP4/MKV/TS; MPEG-4 part 2 in AVI)."""
+    """Encode ``spec`` into ``path``: H.264 in MP4/MKV/TS, MPEG-4 part 2 in AVI, a GIF
+    (frame delays are whole centiseconds: choose an ``fps`` that divides 100)."""
     import av
 
     options = {"movflags": "+faststart"} if spec.faststart and spec.container == "mp4" else {}
-    codec = "mpeg4" if spec.container == "avi" else "libx264"
+    codec, pix_fmt = _CODECS.get(spec.container, ("libx264", "yuv420p"))
     with av.open(str(path), "w", options=options) as out:
         stream = out.add_stream(codec, rate=Fraction(spec.fps))
-        stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, pix_fmt
         stream.gop_size = spec.gop
+        if spec.delays_cs:
+            stream.codec_context.time_base = Fraction(1, 100)
         if codec == "libx264":
             stream.options = {"preset": "veryfast", "crf": "23", "keyint_min": str(spec.gop), "sc_threshold": "0",
                               "bf": str(spec.bframes), "open_gop": "0"}
-        else:
+        elif codec == "mpeg4":
             stream.options = {"qscale": "4", "bf": "0"}
+        delays = itertools.cycle(spec.delays_cs) if spec.delays_cs else None
+        pts = 0
         for image in scene_images(spec):
-            out.mux(stream.encode(_video_frame(image)))
+            frame = _video_frame(image)
+            if delays is not None:  # GIF frame delays: timestamps in centiseconds
+                frame.pts, frame.time_base = pts, Fraction(1, 100)
+                pts += next(delays)
+            out.mux(stream.encode(frame))
         out.mux(stream.encode(None))
     return path
 

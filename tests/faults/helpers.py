@@ -22,8 +22,6 @@ from tests.media import CLIP
 INDEXED = CLIP
 #: the same with 'moov' after 'mdat', so a cut file has no index
 INDEX_AT_END = CLIP.with_(faststart=False)
-#: 480x270 GIF with two faces in every frame (shared folder)
-HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"
 
 #: no run of the CLI may take longer than this (a hang is a failure, not a stuck test run)
 TIMEOUT_S = 60.0
