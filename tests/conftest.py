@@ -46,7 +46,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"shared assets not found at {SHARED} (set VAPIPE_SHARED)")
+        pytest.skip(f"needs the shared assets (real clips whose content the test checks, reference models), "
+                    f"not found at {SHARED} (set VAPIPE_SHARED)")
     return SHARED
 
 
