@@ -19,23 +19,14 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-def _default_config() -> str:
-    from .config import DEFAULT_CONFIG
-
-    here = Path(DEFAULT_CONFIG)
-    if here.is_file():
-        return str(here)
-    bundled = Path(__file__).resolve().parents[1] / DEFAULT_CONFIG
-    return str(bundled) if bundled.is_file() else DEFAULT_CONFIG
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vapipe", description="Video analytics pipelines on OpenVINO.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("--config", default=None, help="pipeline file (default: ./pipelines.yaml)")
+        sp.add_argument("--config", default=None,
+                        help="pipeline file (default: $VAPIPE_CONFIG, else ./pipelines.yaml, else the shipped one)")
         return sp
 
     with_config(sub.add_parser("list", help="pipelines and their descriptions"))
@@ -169,11 +160,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "devices":
         return _cmd_devices(args)
     from .config import load_config
+    from .pipeline_file import find_pipeline_file
 
-    config_path = args.config or _default_config()
+    pipeline_file = find_pipeline_file(args.config)
+    config_path = pipeline_file.path
     if args.command == "list":
         cfg = load_config(config_path, check_files=False)
         width = max((len(n) for n in cfg.pipelines), default=0)
+        print(f"# from {pipeline_file.describe()}")
         for name, spec in cfg.pipelines.items():
             print(f"{name:<{width}}  {spec.description}")
         return EXIT_OK

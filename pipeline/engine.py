@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .ov_errors import ov_reason as _ov_reason
+
 __all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
 
 DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
@@ -425,17 +427,6 @@ def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple
     for i in range(len(model.outputs)):
         ppp.output(i).tensor().set_element_type(ov.Type.f32)
     return ppp.build()
-
-
-def _ov_reason(exc: BaseException) -> str:
-    """The informative line of an OpenVINO exception (they start with source locations)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not ln.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
-              and "src/" not in ln]
-    useful = useful or lines or [type(exc).__name__]
-    # "FrontEnd API failed with OpConversionFailure:" says why on the next line
-    reason = " ".join(useful[:2]) if useful[0].endswith(":") else useful[0]
-    return reason[:300]
 
 
 def _onnx_metadata(model: Any) -> dict[str, str]:

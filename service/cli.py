@@ -61,7 +61,7 @@ def _read_token(path: str) -> str:
 
 def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastAPI imported lazily
     """Build the application from parsed arguments; ValueError (one line) for bad ones."""
-    from pipeline.cli import _default_config
+    from pipeline.pipeline_file import find_pipeline_file
 
     from .app import create_app
     from .backend import LocalBackend
@@ -81,7 +81,7 @@ def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastA
             raise ValueError(f"--allow-dir {d}: not a directory")
     token = _read_token(args.token_file) if args.token_file else None
     guard = Guard(args.allow_dir, args.allow_user_stages, token)
-    catalog = Catalog(args.config or _default_config(), guard)
+    catalog = Catalog(find_pipeline_file(args.config).path, guard)
     backend = LocalBackend(cores=args.cores, live_fps=args.live_fps, live_width=args.live_width)
     manager = InstanceManager(backend, Path(args.output), args.max_running)
     return create_app(catalog, manager, guard), manager
