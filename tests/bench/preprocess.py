@@ -25,7 +25,6 @@ from typing import Callable
 
 import av
 import cv2
-import numpy as np
 
 from pipeline.frame import Frame
 from stages.models.pose import PoseDetector
