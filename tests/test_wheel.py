@@ -25,8 +25,17 @@ import yaml
 
 from tests.cli import ROOT
 
-#: what a wheel is built from (an sdist holds the same)
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "pipelines.yaml", "pipeline", "stages")
+def _sources() -> list[str]:
+    """What a wheel is built from (an sdist holds the same): the build files and the top-level
+    folders of the packages pyproject.toml lists."""
+    import tomllib
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    return ["pyproject.toml", "setup.py", "README.md", "pipelines.yaml",
+            *sorted({p.split(".", 1)[0] for p in packages})]
+
+
+SOURCES = _sources()
 
 
 def _run(cmd: list[str | Path], cwd: Path, env: dict[str, str] | None = None,
