@@ -27,16 +27,16 @@ def _encoder(dst: object, rate: Fraction, width: int, height: int, crf: int) -> 
     return stream
 
 
-def scaled_clip(name: str, frames: int = 400, width: int = 1920, height: int = 1080,
+def scaled_clip(name: str, frames: int = 400, width: int = 1920, height: int = 1080, start: int = 0,
                 videos: Path | None = None) -> Path:
-    """Shared clip ``name`` scaled to ``width`` x ``height`` H.264 (libx264, yuv420p),
-    looped up to ``frames`` frames (short sources such as GIFs start again), cached."""
+    """Shared clip ``name`` from its frame ``start`` on, scaled to ``width`` x ``height`` H.264
+    (libx264, yuv420p), ``frames`` frames long (short sources such as GIFs start again), cached."""
     import av
 
     src_path = (videos or shared_dir() / "data" / "videos") / name
     if not src_path.is_file():
         raise FileNotFoundError(f"bench clip source not found: {src_path} (set VAPIPE_SHARED)")
-    out_path = CACHE / f"{Path(name).stem}-{width}x{height}-{frames}.mp4"
+    out_path = CACHE / f"{Path(name).stem}-{width}x{height}-{frames}{f'-from{start}' if start else ''}.mp4"
     if out_path.is_file():
         return out_path
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -45,10 +45,13 @@ def scaled_clip(name: str, frames: int = 400, width: int = 1920, height: int = 1
         in_stream = src.streams.video[0]
         rate = Fraction(in_stream.average_rate or 10).limit_denominator(1000)
         stream = _encoder(dst, rate, width, height, 23)
-        n = 0
+        n = skip = 0
         while n < frames:
             got = 0
             for frame in src.decode(in_stream):
+                if skip < start:
+                    skip += 1
+                    continue
                 big = frame.reformat(width=width, height=height, format="yuv420p")
                 big.pts = n
                 big.time_base = 1 / rate

@@ -24,7 +24,7 @@ from .plan import BenchPlan
 
 __all__ = ["run_decode_alone", "run_infer_alone"]
 
-SAMPLE_FRAMES = 48     # frames the model inputs are made from
+SAMPLE_FRAMES = 24     # frames the model inputs are made from
 MIN_INFERENCES = 20    # per model (cycled inputs)
 MIN_SECONDS = 1.0      # per model: fast models run at least this long ...
 MAX_SECONDS = 8.0      # ... and slow ones at most this long
