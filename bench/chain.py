@@ -84,6 +84,9 @@ def load_chain(spec: Any) -> Chain:
         if cls.kind == "sink":
             continue
         params = cls.Params(**st.params)
+        if getattr(params, "engine", "openvino") != "openvino":
+            raise BenchError(f"bench: stage {st.name!r} runs on engine {params.engine!r}; the baselines run "
+                             f"OpenVINO (compare like with like: --set {st.name}.engine=openvino)")
         if issubclass(cls, Decode):
             threads = params.threads
         elif issubclass(cls, Detect) and det is None:

@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cores", type=int, default=None, metavar="N",
                    help="cores vapipe may use; threads of decoders, OpenVINO and OpenCV are planned to fit "
                         "(default: the process's CPU affinity; 0: leave every runtime at its own defaults)")
+    r.add_argument("--priority", action="append", default=[], metavar="N=LEVEL",
+                   help="priority of the N-th --source on models the cameras share: high, normal (default) or "
+                        "low; when a shared model is saturated, higher priorities start first")
+    r.add_argument("--min-fps", type=float, default=0.0, metavar="FPS",
+                   help="with --priority: the rate every camera is guaranteed however busy the models are")
+    r.add_argument("--replan", action="store_true",
+                   help="when the run shows the thread plan does not fit (cores idle while a stage waits), "
+                        "plan again from the observed costs and apply it (once)")
     r.add_argument("--overrides", default=None, metavar="FILE",
                    help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
 
@@ -94,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
     d.add_argument("--cores", type=int, default=None, metavar="N", help="plan for N cores")
     d.add_argument("--sources", type=int, default=1, metavar="N", help="plan for N sources")
+    d.add_argument("--source", action="append", default=None, metavar="URI",
+                   help="plan for these sources (their decode cost is measured); repeat for several")
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     dv = sub.add_parser("devices", help="OpenVINO devices and their key properties")
     dv.add_argument("--device", default=None, metavar="DEV",
@@ -201,7 +211,7 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
 
     if args.cores is not None and args.cores < 1:
         raise CliError(f"--cores must be >= 1, got {args.cores}")
-    info = collect(args.pipeline, args.cores, max(1, args.sources), config_path)
+    info = collect(args.pipeline, args.cores, args.source or max(1, args.sources), config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
     return EXIT_OK
 
@@ -256,8 +266,10 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
     from .trace import Tracer
 
+    priorities = _priorities(args.priority, args.min_fps, len(args.source))
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
-                      max_frames=args.max_frames, requests=args.requests, cores=args.cores,
+                      max_frames=args.max_frames, requests=args.requests, cores=args.cores, replan=args.replan,
+                      priorities=priorities,
                       trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
@@ -273,6 +285,24 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         print(f"vapipe: error: {summary.error}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _priorities(given: list[str], min_fps: float, sources: int) -> list[Any] | None:
+    """``--priority N=LEVEL`` options -> one SourcePriority per source (None: none given)."""
+    from .arbiter import LEVELS, SourcePriority
+
+    if not given and not min_fps:
+        return None
+    if min_fps < 0:
+        raise CliError(f"--min-fps must be >= 0, got {min_fps}")
+    levels = ["normal"] * sources
+    for item in given:
+        index, _, level = item.partition("=")
+        if not index.isdigit() or not 1 <= int(index) <= sources or level not in LEVELS:
+            raise CliError(f"--priority {item!r}: expected N=LEVEL with N in 1..{sources} (the --source "
+                           f"order) and LEVEL one of {', '.join(LEVELS)}")
+        levels[int(index) - 1] = level
+    return [SourcePriority(level, min_fps) for level in levels]
 
 
 class _Progress:

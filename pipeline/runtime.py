@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
+from .arbiter import SourcePriority
 from .priority import YieldWhileAhead
 from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
@@ -64,6 +65,9 @@ class RunOptions:
     switch_interval_s: float | None = 0.0005
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
     cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
+    replan: bool = False                   # apply a new thread plan when the observed costs call for one
+    #: per source (same order): priority on shared models (pipeline/arbiter.py); None: all alike
+    priorities: "list[SourcePriority] | None" = None
 
 
 class GraphExecutor:
@@ -190,7 +194,8 @@ class GraphExecutor:
 class _Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
-                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None]) -> None:
+                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
+                 priority: SourcePriority | None = None) -> None:
         self.graph = graph
         self.opts = opts
         self.uri = uri
@@ -211,6 +216,12 @@ class _Camera:
             st.source_id = source_id
             st.output_dir = opts.output_dir  # type: ignore[attr-defined]
         self.source = self.stages[graph.source]
+        self.priority = priority
+        if priority is not None:
+            priority.name = source_id
+            for st in self.stages.values():
+                if isinstance(st, InferStage):
+                    st.priority = priority
         # Convert each frame to full-size BGR once, on the decoder thread, when any
         # stage reads full-resolution pixels; otherwise stages scale from the planes.
         self.needs_image = any(st.needs_image for st in self.stages.values())
@@ -235,6 +246,7 @@ class _Camera:
         self._down_since: float | None = None
         self.multi_camera = False
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
+        self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
@@ -308,6 +320,7 @@ class _Camera:
             time.sleep(self.opts.capture_delay_ms / 1000.0)
 
     def reader(self) -> None:
+        self.native_ids["read"] = threading.get_native_id()
         try:
             tracer = self.opts.trace
             index = 0
@@ -330,6 +343,7 @@ class _Camera:
             self.units.put_final(_END)
 
     def decoder(self) -> None:
+        self.native_ids["decode"] = threading.get_native_id()
         priority = YieldWhileAhead(self.frames, self.decoder_nice)
         try:
             while True:
@@ -358,6 +372,7 @@ class _Camera:
             self.frames.put_final(_END)
 
     def worker(self) -> None:
+        self.native_ids["work"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
                                  self._output, self.on_error, self.opts.trace, self.source_id)
         try:
@@ -383,6 +398,7 @@ class _Camera:
 
     def sync_loop(self) -> None:
         """Read, decode and process on one thread; one request, no overlap."""
+        self.native_ids["sync"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
                                  self.opts.trace, self.source_id)
         try:
@@ -489,17 +505,28 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             failures.append(msg)
         abort.set()
 
+    from .costs import CostCache
+    from .plan_check import PlanCheck
     from .threads import apply_global, plan_for_graph, plan_overrides
 
-    plan = plan_for_graph(graph, len(sources), opts.cores, opts.overrides)  # user-set values win
+    costs = CostCache() if opts.cores != 0 else None
+    plan = plan_for_graph(graph, sources, opts.cores, opts.overrides, costs=costs)  # user-set values win
     opts = replace(opts, overrides=plan_overrides(plan, graph, opts.overrides))
     stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
     started = time.monotonic()
-    cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure)
-               for uri, sid in zip(sources, source_ids(sources))]
+    priorities = list(opts.priorities or [])
+    if priorities and len(priorities) != len(sources):
+        raise ValueError(f"{len(priorities)} priorities for {len(sources)} sources; give one per source")
+    if not any(p.level != "normal" or p.min_fps for p in priorities):
+        priorities = []  # all alike: no arbitration
+    cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure,
+                       priorities[i] if priorities else None)
+               for i, (uri, sid) in enumerate(zip(sources, source_ids(sources)))]
     for cam in cameras:
         cam.multi_camera = len(cameras) > 1
         cam.decoder_nice = plan.decoder_nice
+    check = PlanCheck(plan, cameras, pipeline=graph.spec.name, uris=list(sources), replan=opts.replan,
+                      cache=costs)
     signalled = threading.Event()
     restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
     threads: list[threading.Thread] = []
@@ -523,6 +550,8 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             while any(t.is_alive() for t in threads):
                 if progress is not None:
                     progress([c.stats for c in cameras])
+                if not opts.sync:
+                    check.sample()
                 if abort.is_set() or stop_sources.is_set():
                     for c in cameras:
                         c.halt_reading.set()
@@ -545,10 +574,14 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             c.close()
             c.stats.dropped += c.units.dropped + c.frames.dropped
             c.stats.decode_errors = getattr(c.source, "decode_errors", 0)
+            if c.priority is not None:
+                c.stats.priority = {"level": c.priority.level, "min_fps": c.priority.min_fps,
+                                    "waits": c.priority.waits, "promoted": c.priority.promoted}
         if restore is not None:
             restore()
         sys.setswitchinterval(old_interval)
         restore_threads()
+        check.store()
     outputs: list[str] = []
     for c in cameras:
         for st in c.stages.values():
@@ -559,7 +592,8 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                       sources=[c.stats for c in cameras], stages=stage_stats,
                       wall_s=time.monotonic() - started,
                       error=(failures or [c.stats.error for c in cameras if c.stats.error] or [None])[0],
-                      stopped_by_signal=signalled.is_set(), outputs=outputs, threads=plan.summary())
+                      stopped_by_signal=signalled.is_set(), outputs=outputs, threads=plan.summary(),
+                      plan=plan.as_dict(), plan_check=check.result, plan_check_text="\n".join(check.summary_lines()))
 
 
 def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:

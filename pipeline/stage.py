@@ -90,6 +90,12 @@ class Stage:
         self.ensure_open()
         return self.process(frame)
 
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Any] | None:
+        """For a stage with a thread pool of its own whose ``threads`` parameter the thread plan
+        sets (an encoder): a cost-cache key and a no-argument callable returning the CPU ms of
+        one frame of ``source_wh`` on one thread.  None for other stages."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -107,6 +113,40 @@ class InferStage(Stage):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: deque[tuple[Frame, Any]] = deque()
+        self._reconfigure: dict[str, Any] | None = None
+        #: inferences started (a detector: one per frame it runs on; a region model: one per object)
+        self.inferences = 0
+        #: the camera's priority on shared models (:class:`pipeline.arbiter.SourcePriority`),
+        #: set by the runtime before ``open``; None: first come, first served
+        self.priority: Any = None
+
+    # thread plan -------------------------------------------------------------------------
+    def planning_probe(self, source_wh: tuple[int, int]) -> Any:
+        """How this stage feeds its model (:class:`pipeline.costs.ModelProbe`) for frames of
+        ``source_wh`` (width, height), so the planner can time one inference; None if the
+        stage has no model to plan for.  Must not open the stage."""
+        return None
+
+    def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Any:
+        """A no-argument callable doing this stage's host-side input preparation for
+        ``frame`` and a model input of ``input_hw`` (height, width), timed by the planner;
+        or None."""
+        return None
+
+    def reconfigure(self, params: dict[str, Any]) -> None:
+        """Change parameters (e.g. the thread plan's ``config`` and ``requests``) from any
+        thread; the stage applies them before its next frame, on its own thread: it closes
+        (finishing the frames in flight, whose results stay in order) and opens again."""
+        self._reconfigure = dict(params)
+
+    def _apply_reconfigure(self) -> None:
+        update, self._reconfigure = self._reconfigure, None
+        if not update:
+            return
+        self.close()
+        self.params = self.params.model_copy(update=update)
+        self.open()
+        self._opened = True
 
     # to implement ------------------------------------------------------------------
     def start(self, frame: Frame) -> Any:
@@ -127,6 +167,8 @@ class InferStage(Stage):
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
         self.ensure_open()
+        if self._reconfigure is not None:
+            self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None
         self._pending.append((frame, ticket))
 
@@ -183,6 +225,12 @@ class SourceStage(Stage):
     kind: ClassVar[str] = "source"
     live: bool = False
     total_frames: int | None = None
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether the source can be opened and read ahead of a run to time its decoding
+        (files, folders, scenes: yes; cameras and streams, which connect: no)."""
+        return not self.live
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

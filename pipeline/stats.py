@@ -26,10 +26,11 @@ class LatencyStats:
 
     def summary(self) -> dict[str, float]:
         if not self.count:
-            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
+            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
         a = self._ring[:min(self.count, len(self._ring))]
-        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
-                "p95_ms": float(np.percentile(a, 95))}
+        p50, p95, p99 = np.percentile(a, [50, 95, 99])
+        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(p50), "p95_ms": float(p95),
+                "p99_ms": float(p99)}
 
 
 @dataclass
@@ -49,6 +50,7 @@ class SourceStats:
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
+    priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -72,7 +74,7 @@ class SourceStats:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
-                "decoder_priority_changes": self.decoder_priority_changes,
+                "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 
@@ -86,7 +88,10 @@ class RunSummary:
     error: str | None = None
     stopped_by_signal: bool = False
     outputs: list[str] = field(default_factory=list)
-    threads: str | None = None  # the thread plan in one line (pipeline/threads.py)
+    threads: str | None = None  # the thread plan, one line per runtime (pipeline/threads.py)
+    plan: dict[str, Any] | None = None        # the plan's numbers: costs, shares, prediction
+    plan_check: dict[str, Any] | None = None  # how the run matched the plan (pipeline/plan_check.py)
+    plan_check_text: str | None = None
 
     @property
     def total_fps(self) -> float:
@@ -97,12 +102,14 @@ class RunSummary:
                 "total_fps": round(self.total_fps, 2), "sources": [s.as_dict() for s in self.sources],
                 "stages": {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in self.stages.items()},
                 "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs,
-                "threads": self.threads}
+                "threads": self.threads, "plan": self.plan, "plan_check": self.plan_check}
 
     def table(self) -> str:
         lines = [f"pipeline {self.pipeline} ({self.mode}), {self.wall_s:.1f} s"]
         if self.threads:
             lines.append(self.threads)
+        if self.plan_check_text:
+            lines.append(self.plan_check_text)
         lines.append(f"{'source':<40} {'frames':>7} {'fps':>8} {'dropped':>8} {'p95 e2e ms':>11}")
         for s in self.sources:
             lat = s.latency.summary()

@@ -31,7 +31,7 @@ import logging
 import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import av
 import cv2
@@ -108,6 +108,20 @@ class Encode(Stage):
             self._reset()
             self.frames_written = 0
             self.path = None
+
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Callable[[], float]]:
+        """(cost-cache key, measurement) of encoding one frame of ``source_wh`` on one thread."""
+        from pipeline.costs import measure_encode
+
+        p = self.params
+        key = f"encode|{p.codec}|{p.preset}|{p.crf}|{p.pix_fmt}|{source_wh[0]}x{source_wh[1]}"
+
+        def measure() -> float:
+            supported = _private_options(av.CodecContext.create(p.codec, "w"))
+            options = {k: v for k, v in {"crf": str(p.crf), "preset": p.preset}.items() if k in supported}
+            return measure_encode(source_wh[0], source_wh[1], p.codec, options, p.pix_fmt)
+
+        return key, measure
 
     def process(self, frame: Frame) -> Frame | None:
         with self._lock:

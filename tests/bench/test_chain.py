@@ -50,6 +50,11 @@ def test_stage_without_baseline_is_one_line(tmp_path: Path) -> None:
         load_chain(load_spec(BenchPlan(pipeline="p", config=str(config), source="")))
 
 
+def test_other_engine_is_one_line() -> None:
+    with pytest.raises(BenchError, match="stage 'recognize' runs on engine 'onnxruntime'; the baselines run OpenVINO"):
+        load_chain(load_spec(plan("ocr", "recognize.engine=onnxruntime")))
+
+
 def _text_crop(text: str) -> np.ndarray:
     img = np.full((48, 12 + 22 * len(text), 3), 255, np.uint8)
     cv2.putText(img, text, (6, 36), cv2.FONT_HERSHEY_SIMPLEX, 1.0, (0, 0, 0), 2, cv2.LINE_AA)
