@@ -19,7 +19,7 @@ import numpy as np
 from pipeline.frame import Detections
 
 __all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "PALETTE", "color_for",
-           "default_annotators", "annotate_all"]
+           "default_annotators", "annotate_all", "draw_outline", "OUTLINE_COLOR"]
 
 Color = tuple[int, int, int]
 
@@ -231,4 +231,16 @@ def annotate_all(image: np.ndarray, detections: Detections,
     """Apply ``annotators`` (default: :func:`default_annotators`) in place, in order."""
     for ann in annotators if annotators is not None else default_annotators():
         image = ann.annotate(image, detections)
+    return image
+
+
+OUTLINE_COLOR: Color = (255, 255, 255)
+
+
+def draw_outline(image: np.ndarray, polygon: np.ndarray, color: Color = OUTLINE_COLOR) -> np.ndarray:
+    """A closed outline through ``polygon`` ((K, 2) pixels), e.g. the region a preprocess stage
+    cropped; in place, line width as the boxes'."""
+    _check(image)
+    pts = np.rint(np.asarray(polygon, np.float64) - 0.5).astype(np.int32).reshape(-1, 1, 2)
+    cv2.polylines(image, [pts], True, color, _line_width(image), cv2.LINE_AA)
     return image

@@ -39,6 +39,7 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.frame import Detections, Frame
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
@@ -57,6 +58,7 @@ class Metadata(Stage):
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
+        view: SinkView = Field("source", description=SINK_VIEW_HELP)
 
     params: Params
 
@@ -77,13 +79,14 @@ class Metadata(Stage):
             self._started = False
 
     def process(self, frame: Frame) -> Frame | None:
+        shown, _ = sink_picture(frame, self.params.view)
         record = {
             "source": frame.source_id,
             "seq": int(frame.seq),
             "pts_time": frame.pts_time,
-            "width": int(frame.width),
-            "height": int(frame.height),
-            "objects": self._objects(frame.detections),
+            "width": int(shown.width),
+            "height": int(shown.height),
+            "objects": self._objects(shown.detections),
         }
         with self._lock:
             self._write(record, flush=False)
