@@ -15,7 +15,7 @@ they never import it.  One job per module:
   modes found the same things, the ratios and targets, the table and the charts;
 * :mod:`bench.cli` (``vapipe bench``), :mod:`bench.suite` (``make bench``), :mod:`bench.clips`,
   :mod:`bench.tune` (``vapipe tune``), :mod:`bench.int8`, :mod:`bench.persons_speed`,
-  :mod:`bench.priorities`.
+  :mod:`bench.priorities`, :mod:`bench.preprocess`.
 
 Nothing is imported here: :mod:`bench.peers.worker` runs under an interpreter without
 vapipe's dependencies and imports only the modules it needs.

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .plan import BenchError, BenchPlan
 
 __all__ = ["ModelPart", "Chain", "CompiledPart", "load_spec", "load_chain", "selected", "compile_plain",
-           "compile_tuned", "normalise", "outputs", "THREAD_KEYS"]
+           "compile_tuned", "compile_chain", "outputs", "THREAD_KEYS"]
 
 #: OpenVINO properties about threads and streams: the baselines leave them to the runtime
 THREAD_KEYS = frozenset({"NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS",
@@ -166,16 +166,16 @@ def compile_tuned(core: Any, part: ModelPart, src_wh: tuple[int, int]) -> Compil
     return CompiledPart(part, compiled, hw, False, len(compiled.outputs))
 
 
-def normalise(img: np.ndarray, spec: Any, nchw: bool) -> np.ndarray:
-    """Host-side float preprocessing of a u8 (H, W, 3) image: the arithmetic the engine bakes in."""
-    x = img[..., ::-1] if spec.host_color != spec.model_color else img
-    x = x.astype(np.float32)
-    if spec.mean is not None:
-        x -= np.asarray(spec.mean, np.float32)
-    if spec.scale is not None:
-        x /= np.asarray(spec.scale, np.float32)
-    x = x[None]
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nchw else x
+def compile_chain(plan: BenchPlan, compile_part: Callable[[Any, ModelPart, tuple[int, int]], CompiledPart]
+                  ) -> tuple[Chain, CompiledPart, list[CompiledPart]]:
+    """The plan's chain and its models compiled with ``compile_part`` (:func:`compile_plain`
+    or :func:`compile_tuned`) on one OpenVINO Core: (chain, detector, region models)."""
+    import openvino as ov
+
+    chain = load_chain(load_spec(plan))
+    core = ov.Core()
+    src_wh = (plan.width, plan.height)
+    return chain, compile_part(core, chain.detect, src_wh), [compile_part(core, p, src_wh) for p in chain.regions]
 
 
 def outputs(request: Any, n: int) -> list[np.ndarray]:

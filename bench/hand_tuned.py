@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from pipeline.frame import Frame
 
-from .chain import CompiledPart, compile_tuned, load_chain, load_spec, outputs, selected
+from .chain import CompiledPart, compile_chain, compile_tuned, outputs, selected
 from .measure import Cameras, decoder_thread, write_records
 from .plan import BenchPlan
 from .recorder import detection_objects
@@ -107,11 +107,7 @@ class _RegionStep:
 def run_hand_tuned(plan: BenchPlan) -> dict[str, Any]:
     import openvino as ov
 
-    chain = load_chain(load_spec(plan))
-    core = ov.Core()
-    src_wh = (plan.width, plan.height)
-    det = compile_tuned(core, chain.detect, src_wh)
-    regions = [compile_tuned(core, part, src_wh) for part in chain.regions]
+    chain, det, regions = compile_chain(plan, compile_tuned)
     KEEP_ALIVE.extend([det.compiled, *(r.compiled for r in regions)])
     det_jobs = _optimal_requests(det)
     reg_jobs = [_optimal_requests(r) for r in regions]

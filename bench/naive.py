@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.frame import Frame
 
-from .chain import CompiledPart, compile_plain, load_chain, load_spec, normalise, outputs, selected
+from .chain import CompiledPart, compile_chain, compile_plain, outputs, selected
 from .measure import Cameras, write_records
 from .plan import BenchError, BenchPlan
 from .recorder import detection_objects
@@ -24,19 +24,17 @@ __all__ = ["run_naive"]
 
 
 def _infer(request: Any, model: CompiledPart, image: Any) -> list[Any]:
-    request.infer({0: normalise(image, model.part.adapter.input_spec, model.nchw)})
+    """Synchronous inference on ``image`` (u8 (H, W, 3)), normalised on the host."""
+    from pipeline.ort_engine import preprocess
+
+    request.infer({0: preprocess(image[None], model.part.adapter.input_spec, model.nchw)})
     return outputs(request, model.n_outputs)
 
 
 def run_naive(plan: BenchPlan) -> dict[str, Any]:
     import cv2
-    import openvino as ov
 
-    chain = load_chain(load_spec(plan))
-    core = ov.Core()
-    src_wh = (plan.width, plan.height)
-    det = compile_plain(core, chain.detect, src_wh)
-    regions = [compile_plain(core, part, src_wh) for part in chain.regions]
+    _, det, regions = compile_chain(plan, compile_plain)
     cams = Cameras(plan.cameras, plan.record_frames)
 
     def camera(cam: int) -> None:

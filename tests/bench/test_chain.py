@@ -9,7 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from bench.chain import THREAD_KEYS, compile_plain, compile_tuned, load_chain, load_spec, normalise, outputs
+from bench.chain import THREAD_KEYS, compile_plain, compile_tuned, load_chain, load_spec, outputs
+from pipeline.ort_engine import preprocess
 from bench.plan import BenchError, BenchPlan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_dynamic_width_recogniser_reads_alike_plain_and_tuned() -> None:
                       label=np.array(["text"], object))
     crop, _ = part.adapter.prepare(Frame.from_image(image), line, 0, plain.input_hw)
     req = plain.compiled.create_infer_request()
-    req.infer({0: normalise(crop, part.adapter.input_spec, True)})
+    req.infer({0: preprocess(crop[None], part.adapter.input_spec, True)})
     a = part.adapter.decode(outputs(req, plain.n_outputs), None)
     req = tuned.compiled.create_infer_request()
     req.infer({0: crop[None]})
