@@ -42,9 +42,14 @@ def format_table(result: dict[str, Any]) -> str:
     lines += _mode_lines(result["modes"])
     if "limit_fps" in result:
         lines.append(_limit_line(result))
-    for m, r in result["modes"].items():
-        if r.get("threads"):
-            lines.append(f"{m + ':':<18}{r['threads']}")
+    shown: list[str] = []
+    for m, r in result["modes"].items():   # each distinct thread plan once
+        if r.get("threads") and r["threads"] not in shown:
+            same = [o for o, x in result["modes"].items() if o != m and x.get("threads") == r["threads"]]
+            lines.append(f"{m + ':':<18}{r['threads']}" + (f"\n  (also {', '.join(same)})" if same else ""))
+            shown.append(r["threads"])
+    if result["modes"].get("vapipe", {}).get("plan_check"):
+        lines.append(f"{'vapipe (last round)':<18} {result['modes']['vapipe']['plan_check']}")
     for peer, info in result.get("peers", {}).items():
         version = result["modes"][peer].get("version", peer)
         same = "the same model files as vapipe" if info["same_models"] else "OTHER MODEL FILES than vapipe"

@@ -72,7 +72,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("region_fps", "objects_per_frame"):  # {stage: value}
         if runs[0].get(key):
             out[key] = {k: round(_median([r[key][k] for r in runs if k in r.get(key, {})]), 3) for k in runs[0][key]}
-    for key in ("requests", "stages", "threads", "models_sha256", "version", "max_faces"):
+    for key in ("requests", "stages", "threads", "plan_check", "models_sha256", "version", "max_faces"):
         if key in runs[-1]:
             out[key] = runs[-1][key]
     return out

@@ -92,5 +92,8 @@ def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
     res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
                      if n != RECORDER}
     res["threads"] = summary.threads
+    check = getattr(summary, "plan_check_text", None)   # how the run matched its thread plan, and why not
+    if check:
+        res["plan_check"] = check
     write_records(plan.out, mode, dict(BenchRecorder.records))
     return res
