@@ -65,17 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--overrides", default=None, metavar="FILE",
                    help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
 
-    b = with_config(sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops and the machine's limits"))
-    b.add_argument("name")
-    b.add_argument("--source", required=True, metavar="URI", help="video file")
-    b.add_argument("--cameras", type=int, default=1, metavar="N", help="run N copies of the source at once")
-    b.add_argument("--frames", type=int, default=None, metavar="N", help="frames per camera (default: the whole "
-                   "source; longer sources loop)")
-    b.add_argument("--out", default="bench-output", metavar="DIR", help="where bench.json and bench.png go")
-    b.add_argument("--rounds", type=int, default=3, metavar="R", help="rounds (median reported)")
-    b.add_argument("--modes", default=None, metavar="M,M",
-                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,vapipe-unplanned,"
-                        "decode-alone,infer-alone")
+    # `vapipe bench` is the bench package's (a tools layer on the core): its arguments are handed over.
+    b = sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops, peers and the machine's limits",
+                       add_help=False, prefix_chars="\0")
+    b.add_argument("argv", nargs=argparse.REMAINDER)
 
     t = with_config(sub.add_parser("tune", help="search requests, streams, decoder threads and resize for a source"))
     t.add_argument("name")
@@ -159,6 +152,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_models(args)
     if args.command == "devices":
         return _cmd_devices(args)
+    if args.command == "bench":
+        from bench.cli import main as bench_main
+
+        from .pipeline_file import find_pipeline_file
+
+        return bench_main(args.argv, default_config=find_pipeline_file().path)
     from .config import load_config
     from .pipeline_file import find_pipeline_file
 
@@ -189,16 +188,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args, config_path)
     if args.command == "doctor":
         return _cmd_doctor(args, config_path)
-    if args.command == "bench":
-        from .bench import MODES, format_table, run_bench
-
-        modes = tuple(m.strip() for m in args.modes.split(",")) if args.modes else MODES
-        result = run_bench(args.name, args.source, cameras=args.cameras, frames=args.frames, out=args.out,
-                           rounds=args.rounds, config=config_path, modes=modes,
-                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print(format_table(result))
-        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
-        return EXIT_OK
     if args.command == "quantize":
         from .quantize import quantize_detector
 
@@ -207,7 +196,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(result.summary())
         return EXIT_OK
     if args.command == "tune":
-        from .tune import run_tune
+        from bench.tune import run_tune
 
         print(run_tune(args.name, args.source, cameras=args.cameras, budget_s=args.budget_s, frames=args.frames,
                        out=args.out, config=config_path,

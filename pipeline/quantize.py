@@ -82,7 +82,7 @@ def _sample_frames(uri: str, count: int) -> list[Any]:
     """``count`` decoded frames spread evenly over the video (PyAV frames, decoder format)."""
     import av
 
-    from .bench import count_frames
+    from .videofile import count_frames
 
     total, _, _ = count_frames(uri)
     if total == 0:
@@ -117,11 +117,11 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     from stages.detect import Detect
     from stages.models.base import DetectorAdapter
 
-    from .bench import compare_records
     from .config import load_config
     from .engine import get_engine
     from .frame import Frame
     from .models import resolve_model
+    from .records import compare_records
     from .registry import resolve_stage_type
 
     say = log or (lambda msg: None)

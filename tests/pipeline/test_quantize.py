@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench import compare_records
+from pipeline.records import compare_records
 from tests.cli import cli_env, one_error_line, succeeded, vapipe
 
 pytest.importorskip("nncf")

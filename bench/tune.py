@@ -30,7 +30,8 @@ from typing import Any, Callable
 
 import yaml
 
-from .bench import BenchError, BenchPlan, count_frames, spawn_worker
+from .plan import BenchError, BenchPlan
+from .runner import spawn_worker
 
 __all__ = ["run_tune", "TuneResult", "Trial", "DIMENSIONS"]
 
@@ -92,8 +93,8 @@ class TuneResult:
 
 def _stage_roles(spec: Any) -> tuple[str, list[str], list[str], dict[str, dict[str, Any]]]:
     """(source stage, inference stages, detect stages with `resize`, their current params)."""
-    from .registry import resolve_stage_type
-    from .stage import InferStage
+    from pipeline.registry import resolve_stage_type
+    from pipeline.stage import InferStage
 
     source, infer, resize = "", [], []
     params: dict[str, dict[str, Any]] = {}
@@ -130,7 +131,8 @@ def to_overrides(settings: dict[str, Any], spec: Any) -> dict[str, dict[str, Any
 def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, frames: int | None = None,
              out: str | Path = "overrides.yaml", config: str | Path = "pipelines.yaml", top: int = 3,
              log: Callable[[str], None] | None = None) -> TuneResult:
-    from .config import load_config
+    from pipeline.config import load_config
+    from pipeline.videofile import count_frames
 
     if budget_s <= 0:
         raise ValueError(f"--budget-s must be > 0, got {budget_s}")
@@ -147,7 +149,7 @@ def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, 
     if "://" not in source and Path(source).is_file():
         try:
             total = count_frames(source)[0]
-        except BenchError:
+        except ValueError:
             total = None
     n = frames or (min(total, 200) if total else 200)
     if n < 2:
@@ -163,7 +165,7 @@ def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, 
 
 def _search(name: str, source: str, cameras: int, budget_s: float, n: int, path: Path, spec: Any, plan: BenchPlan,
             dims: dict[str, list[Any]], top: int, say: Callable[[str], None]) -> TuneResult:
-    from .config import apply_override_file
+    from pipeline.config import apply_override_file
 
     t_start = time.monotonic()
     deadline = t_start + budget_s

@@ -11,7 +11,7 @@ the 5 s RSS samples from minute 2 to the end; target <= 1 MB/min), threads at
 start and end, frames processed and dropped, events and reconnect times per
 camera.  Exit code 1 if the slope exceeds the target or a camera failed.
 
-    python -m tests.bench.soak [--minutes 10] [--pipeline persons]
+    python -m tests.live.soak [--minutes 10] [--pipeline persons]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ end-to-end latency and drops, the slowest normal camera's rate, the total rate. 
 with camera 0 idle (it sends nothing), the total rate with the arbiter against without
 (what priorities cost when nobody needs them).
 
-    python -m tests.bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
+    python -m bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
 
 Checks printed at the end (from the issue this answers): camera 0's p99 at 1.5 x C within
 1.2 x its p99 at 0.5 x C and no drops; every normal camera at least ``--min-fps``; the run
@@ -166,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cores", type=int, default=None)
     ap.add_argument("--out", default="bench-output/priorities")
     args = ap.parse_args(argv)
-    from tests.conftest import SHARED
+    from .clips import shared_dir
 
-    if (SHARED / "models").is_dir():
-        os.environ.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
+    if (shared_dir() / "models").is_dir():
+        os.environ.setdefault("VAPIPE_MODELS_DIR", str(shared_dir() / "models"))
     result = run(args.pipeline, args.seconds, args.min_fps, Path(args.out), args.cores)
     return 0 if all(c["ok"] for c in result["checks"]) else 1
 

@@ -5,7 +5,7 @@ noisy): vapipe async, ``--sync``, both with ``--capture-delay-ms 10``, and a
 naive ``cv2.VideoCapture`` + synchronous ``infer`` loop on the same model.
 Prints FPS per mode (median of rounds) and the ratios the design promises.
 
-    python -m tests.bench.persons_speed [--frames 400] [--rounds 3]
+    python -m bench.persons_speed [--frames 400] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -19,36 +19,28 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.bench.clips import clip_1080p
-from tests.conftest import SHARED
-
-ROOT = Path(__file__).resolve().parents[2]
+from .clips import scaled_clip, shared_dir
+from .plan import BenchPlan
+from .runner import ROOT, spawn_worker
 
 
 def _vapipe(clip: Path, extra: list[str], out: Path) -> float:
     cmd = [sys.executable, "-m", "pipeline", "run", "persons", "--source", str(clip), "--output", str(out),
            "--json", *extra]
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env(), check=False)
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise SystemExit(f"vapipe failed ({' '.join(extra)}): {res.stderr.strip()[-500:]}")
     return float(json.loads(res.stdout)["total_fps"])
 
 
-def _naive(clip: Path) -> float:
-    model = SHARED / "models" / "mediapipe" / "pose_detection.tflite"
-    code = ("import json,sys; from tests.bench.naive import run; "
-            "print(json.dumps(run(sys.argv[1], sys.argv[2])))")
-    res = subprocess.run([sys.executable, "-c", code, str(clip), str(model)], cwd=ROOT, capture_output=True,
-                         text=True, env=_env(), check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"naive loop failed: {res.stderr.strip()[-500:]}")
-    return float(json.loads(res.stdout.strip().splitlines()[-1])["fps"])
+def _naive(clip: Path, frames: int, out: Path) -> float:
+    """The bench's naive mode (cv2.VideoCapture, host preprocessing, synchronous infer)."""
+    from pipeline.videofile import count_frames
 
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
-    return env
+    _, width, height = count_frames(str(clip))
+    plan = BenchPlan(pipeline="persons", config=str(ROOT / "pipelines.yaml"), source=str(clip), frames=frames,
+                     width=width, height=height, out=str(out), record_frames=0)
+    return float(spawn_worker("naive", plan)["fps"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    clip = clip_1080p(args.frames)
+    os.environ.setdefault("VAPIPE_MODELS_DIR", str(shared_dir() / "models"))
+    clip = scaled_clip("one-by-one-person-detection.mp4", args.frames)
     modes = {
         "async": ["--no-progress"],
         "sync": ["--no-progress", "--sync"],
@@ -69,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for mode, extra in modes.items():
                 fps[mode].append(_vapipe(clip, extra, Path(tmp)))
-            fps["naive"].append(_naive(clip))
+            fps["naive"].append(_naive(clip, args.frames, Path(tmp)))
             print(f"round {r + 1}: " + ", ".join(f"{m} {v[-1]:.1f}" for m, v in fps.items()), file=sys.stderr)
     med = {m: statistics.median(v) for m, v in fps.items()}
     print(f"persons pipeline, {clip.name}, {args.frames} frames, {os.cpu_count()} cores, "

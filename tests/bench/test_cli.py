@@ -1,6 +1,6 @@
-"""``vapipe bench`` on a short clip: schema, every mode produced frames, the baselines
-find the same objects as vapipe on the same frames (so they do the same work), and
-the chart is a readable PNG."""
+"""``vapipe bench`` end to end on short clips: schema, every mode produced frames, the
+baselines find the same objects as vapipe on the same frames (so they do the same work,
+down to the text every OCR mode read), and the chart is a readable PNG."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from pathlib import Path
 
 import cv2
 import pytest
+
+from tests.bench.conftest import OCR_FRAMES, OCR_SMALL
+from tests.cli import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned", "decode-alone", "infer-alone")
@@ -50,7 +53,7 @@ def person_clip(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 def bench(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pipeline", "bench", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -> None:
@@ -82,6 +85,8 @@ def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -
         assert a["objects_ref"] >= 20, a  # a person is in view in (nearly) every frame
         assert a["matched"] == a["objects_ref"] == a["objects"], (key, a)
         assert a["mean_iou"] > 0.9 and a["min_iou"] > 0.75, (key, a)
+    assert {"vapipe/naive >= 1.3", "vapipe/hand-tuned >= 1.2", "vapipe/limit >= 0.9",
+            "vapipe/vapipe-unplanned >= 1.0"} <= {c["check"] for c in result["checks"]}
     img = cv2.imread(str(tmp_path / "bench.png"))
     assert img is not None and img.shape[2] == 3 and img.shape[0] > 100
 
@@ -107,8 +112,67 @@ def test_bench_faces_landmarks_agree(env: dict[str, str], videos_dir: Path, tmp_
         assert a["landmarks_mean_abs_px"] < 2.0, (key, a)  # 468 points per face, source pixels
 
 
-def test_bench_rejects_non_file_source(env: dict[str, str], tmp_path: Path) -> None:
-    proc = bench(env, "persons", "--source", "testsrc://bars", "--out", tmp_path)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vapipe: error: ") and "video file" in lines[0]
+def test_bench_ocr_chain(bench_env: dict[str, str], ticker: tuple[Path, Path], tmp_path: Path) -> None:
+    """Three models in a chain (the recogniser reads crops turned by the direction model's
+    angle) in every baseline, with a requests sweep and the reading accuracy of each mode."""
+    clip, truth = ticker
+    modes = ("naive", "hand-tuned", "vapipe", "decode-alone", "infer-alone")
+    proc = bench(bench_env, "ocr", "--source", clip, "--rounds", 1, "--out", tmp_path, "--truth", truth,
+                 "--set", OCR_SMALL, "--modes", ",".join(modes), "--requests-sweep", "1", "--no-peers")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["frames"] == OCR_FRAMES and result["sets"] == [OCR_SMALL]
+    assert list(result["modes"]) == [*modes, "vapipe-r1"]
+    for mode in ("naive", "hand-tuned", "vapipe", "decode-alone", "vapipe-r1"):
+        assert result["modes"][mode]["frames_per_camera"] == [OCR_FRAMES], mode
+        assert result["modes"][mode]["fps"] > 0, mode
+    alone = result["modes"]["infer-alone"]
+    assert set(alone["region_fps"]) == set(alone["objects_per_frame"]) == {"direction", "recognize"}
+    assert alone["objects_per_frame"]["direction"] == alone["objects_per_frame"]["recognize"] > 1
+    for key in ("naive vs vapipe", "hand-tuned vs vapipe", "vapipe-r1 vs vapipe"):
+        a = result["agreement"][key]
+        assert a["frames"] == OCR_FRAMES and a["objects_ref"] >= 2 * OCR_FRAMES, (key, a)
+        assert a["matched"] == a["objects_ref"] == a["objects"], (key, a)
+        assert a["texts_equal"] == a["texts"] == a["matched"], (key, a)  # every line read alike
+    reads = {m: a["read"] for m, a in result["accuracy"].items()}
+    assert set(reads) == {"naive", "hand-tuned", "vapipe", "vapipe-r1"}
+    assert len(set(reads.values())) == 1, reads
+    vap = result["accuracy"]["vapipe"]
+    assert vap["lines"] >= 2 * OCR_FRAMES and vap["accuracy"] >= 0.8, vap
+    assert "lines read: vapipe" in proc.stdout and "vapipe/hand-tuned" in proc.stdout
+    img = cv2.imread(str(tmp_path / "bench.png"))
+    assert img is not None and img.shape[:2] == (550, 1400)
+
+
+def test_bench_rejects_non_file_source(bench_env: dict[str, str], tmp_path: Path) -> None:
+    line = one_error_line(bench(bench_env, "persons", "--source", "testsrc://bars", "--out", tmp_path))
+    assert "video file" in line
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--modes", "naive,turbo"], "unknown bench mode 'turbo'"),
+    (["--requests-sweep", "0,2"], "--requests-sweep values must be >= 1"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--set", "text_detect.bogus=1"], "bogus"),
+    (["--modes", "mediapipe", "--peer-python", "/nonexistent/python"], "mediapipe"),
+])
+def test_bench_bad_arguments_are_one_line(bench_env: dict[str, str], ticker: tuple[Path, Path], tmp_path: Path,
+                                          args: list[str], expected: str) -> None:
+    line = one_error_line(bench(bench_env, "ocr", "--source", ticker[0], "--out", tmp_path, *args))
+    assert expected in line, line
+
+
+@pytest.mark.parametrize("stages, expected", [
+    ("      - {name: decode, type: decode}\n      - {name: metadata, type: metadata}\n",
+     "pipeline 'p' has no detect stage"),
+    ("      - {name: decode, type: decode}\n"
+     "      - {name: text, type: detect, params: {model: ppocr/ch_PP-OCRv4_det_infer, decoder: db_text}}\n"
+     "      - {name: slow, type: 'tests.live.slow_stage:Slow'}\n",
+     "stage 'slow' (tests.live.slow_stage:Slow) has no baseline"),
+])
+def test_bench_pipeline_without_baseline(bench_env: dict[str, str], ticker: tuple[Path, Path], tmp_path: Path,
+                                         stages: str, expected: str) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text("pipelines:\n  p:\n    stages:\n" + stages)
+    line = one_error_line(bench(bench_env, "p", "--source", ticker[0], "--config", config, "--out", tmp_path))
+    assert expected in line, line

@@ -7,7 +7,7 @@ plain frame, and the naive way (convert the full frame to BGR, then crop, turn a
 scale it with OpenCV).  Part 2: the ``persons`` pipeline with and without a preprocess
 stage (crop 80 %, scale to 720 rows), in fresh processes, alternating rounds.
 
-    python -m tests.bench.preprocess [--frames 40] [--rounds 3] [--pipeline-frames 300]
+    python -m bench.preprocess [--frames 40] [--rounds 3] [--pipeline-frames 300]
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ import cv2
 from pipeline.frame import Frame
 from stages.models.pose import PoseDetector
 from stages.preprocess import Preprocess
-from tests.bench.clips import clip_1080p
-from tests.conftest import SHARED
+from .clips import scaled_clip, shared_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 VIEW = dict(crop=[0.1, 0.1, 0.9, 0.9], rotate=90, height=720)
 MASKS = [[[100, 100], [500, 100], [500, 400], [100, 400]], [[1400, 600], [1800, 650], [1600, 1000]]]
 
@@ -96,7 +95,7 @@ def per_frame(frames: list[av.VideoFrame]) -> list[tuple[str, float]]:
 
 
 def _decode_ms() -> float:
-    clip = clip_1080p(400)
+    clip = scaled_clip("one-by-one-person-detection.mp4", 400)
     with av.open(str(clip)) as c:
         t0 = time.perf_counter()
         n = sum(1 for _ in zip(range(100), c.decode(video=0)))
@@ -120,7 +119,7 @@ PIPELINES = """pipelines:
 
 def _vapipe_fps(config: Path, name: str, clip: Path, frames: int, out: Path) -> float:
     env = dict(os.environ)
-    env.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
+    env.setdefault("VAPIPE_MODELS_DIR", str(shared_dir() / "models"))
     cmd = [sys.executable, "-m", "pipeline", "run", name, "--config", str(config), "--source", str(clip),
            "--output", str(out), "--max-frames", str(frames), "--json", "--no-progress"]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="pipeline rounds; 0 skips the pipeline part")
     ap.add_argument("--pipeline-frames", type=int, default=300)
     args = ap.parse_args(argv)
-    clip = clip_1080p(400)
+    clip = scaled_clip("one-by-one-person-detection.mp4", 400)
     with av.open(str(clip)) as c:
         frames = [f for _, f in zip(range(args.frames), c.decode(video=0))]
     print(f"CPU: {cpu_name()}; {clip.name}, {frames[0].width}x{frames[0].height}, {len(frames)} frames")

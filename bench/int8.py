@@ -6,7 +6,7 @@ Each variant runs in a fresh process, variants alternate over rounds, the median
 reported; boxes of the default and INT8 runs are compared with the f32 run's on the
 same frames (kept = matched at IoU >= 0.8).
 
-    python -m tests.bench.int8 [--frames 400] [--rounds 3] [--calibration 300] [--out bench-output/int8]
+    python -m bench.int8 [--frames 400] [--rounds 3] [--calibration 300] [--out bench-output/int8]
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from tests.bench.clips import clip_1080p
-from tests.conftest import SHARED
+from .clips import scaled_clip, shared_dir
 
 TARGET_SPEEDUP = 1.5   # INT8 pipeline FPS / f32 pipeline FPS
 TARGET_KEPT = 0.95     # f32 boxes kept by INT8 at IoU >= 0.8
@@ -49,13 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", type=int, default=300, help="calibration frames for vapipe quantize")
     ap.add_argument("--out", default="bench-output/int8")
     args = ap.parse_args(argv)
-    os.environ.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
-    from pipeline.bench import BenchPlan, compare_records, spawn_worker
+    os.environ.setdefault("VAPIPE_MODELS_DIR", str(shared_dir() / "models"))
     from pipeline.quantize import quantize_detector
+    from pipeline.records import compare_records
+
+    from .plan import BenchPlan
+    from .runner import ROOT, spawn_worker
 
     out = Path(args.out).resolve()
-    clip = clip_1080p(args.frames)
-    config = str(Path(__file__).resolve().parents[2] / "pipelines.yaml")
+    clip = scaled_clip("one-by-one-person-detection.mp4", args.frames)
+    config = str(ROOT / "pipelines.yaml")
     q = quantize_detector("persons", str(clip), config=config, frames=args.calibration,
                           out=out / "pose_detection-int8.xml", log=print)
     print(q.summary(), flush=True)
