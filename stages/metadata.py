@@ -7,6 +7,7 @@ Frame record (one line, UTF-8)::
      "objects": [{"label": str, "score": float,
                   "box": [x1, y1, x2, y2],                  # source pixels
                   "track_id": int | null,                   # null: not tracked
+                  "class_id": int,                          # only when known: the model's class index
                   "keypoints": [[x, y], ...],               # only when present
                   "attributes": {...}}, ...]}
 
@@ -111,7 +112,7 @@ class Metadata(Stage):
         if not self.params.include_landmarks and any("landmarks" in a for a in det.attributes):
             slim = [{k: v for k, v in a.items() if k != "landmarks"} for a in det.attributes]
             records = Detections(xyxy=det.xyxy, score=det.score, label=det.label, track_id=det.track_id,
-                                 keypoints=det.keypoints, attributes=slim).to_records()
+                                 keypoints=det.keypoints, attributes=slim, class_id=det.class_id).to_records()
             for rec, a in zip(records, det.attributes):
                 if "landmarks" in a:
                     rec["attributes"]["landmarks"] = _count(a["landmarks"])
