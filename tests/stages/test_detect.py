@@ -69,5 +69,6 @@ def test_every_n_lets_frames_pass_without_inference_in_order(videos_dir: Path) -
 
 
 def test_unknown_decoder_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo'; valid: .*blazeface.*db_text.*pose"):
-        Detect(model="mediapipe/pose_detection", decoder="yolo").open()
+    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
+                                         r"ssd.*yolo.*yolo_end2end.*yolov5.*yolox"):
+        Detect(model="mediapipe/pose_detection", decoder="yolo9").open()
