@@ -278,7 +278,9 @@ class Engine:
         try:
             return self.core.read_model(str(path))
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
-            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}") from None
+            hint = (f" (expected the weights in {path.with_suffix('.bin')}, as OpenVINO writes them)"
+                    if path.suffix.lower() == ".xml" and "bin" in str(exc) else "")
+            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}{hint}") from None
 
     def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
                  config: dict[str, Any]) -> LoadedModel:
@@ -344,7 +346,7 @@ def _check_model_file(path: Path) -> None:
     if framework is None:
         raise EngineError(f"model {path}: unknown model format {path.suffix or '(no suffix)'!r}; expected "
                           f"{', '.join(MODEL_FORMATS)}")
-    if framework not in ("onnx", "tflite"):
+    if framework not in ("onnx", "tflite", "ir"):
         return
     try:
         from openvino.frontend import FrontEndManager
@@ -353,8 +355,9 @@ def _check_model_file(path: Path) -> None:
     except Exception:  # noqa: BLE001 - cannot tell: read_model decides
         return
     if not ok:
-        raise EngineError(f"model {path} is not a valid {'ONNX' if framework == 'onnx' else 'TensorFlow Lite'} "
-                          "model file")
+        what = {"onnx": "ONNX model file", "tflite": "TensorFlow Lite model file",
+                "ir": "OpenVINO IR (.xml with its .bin beside it)"}[framework]
+        raise EngineError(f"model {path} is not a valid {what}")
 
 
 def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple[int, int]) -> Any:
