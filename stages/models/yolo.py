@@ -18,26 +18,20 @@ from pipeline.frame import Detections
 
 from .detector_base import FamilyDefaults, Layout, ModelDetector, generic
 from .model_info import ModelInfo
-from .yolo_common import anchor_count, head_layout, rows, single_head, xywh_to_xyxy
+from .yolo_common import ULTRALYTICS_INPUT, anchor_count, grid_head, rows, xywh_to_xyxy
 
 __all__ = ["Yolo"]
 
 
 @generic("yolo")
 class Yolo(ModelDetector):
-    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(
-        resize_type="fit_to_window_letterbox", pad_value=114, reverse_input_channels=True, scale_values=(255.0,),
-        threshold=0.25, iou=0.7, max_det=300)
+    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(**ULTRALYTICS_INPUT, threshold=0.25, iou=0.7, max_det=300)
     layout_text: ClassVar[str] = "[1,4+nc,N] or [1,N,4+nc]"
 
     @classmethod
     def layout(cls, info: ModelInfo, input_hw: tuple[int, int], options: dict[str, Any] | None = None
                ) -> Layout | None:
-        out = single_head(info)
-        if out is None:
-            return None
-        anchors = anchor_count(input_hw)
-        return head_layout(out, True, 4, anchors) or head_layout(out, False, 4, anchors)
+        return grid_head(info, 4, anchor_count(input_hw), either_way=True)
 
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         """Boxes in model-input pixels."""

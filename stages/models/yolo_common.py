@@ -10,9 +10,13 @@ import numpy as np
 from .detector_base import Layout, grid_cells
 from .model_info import ModelInfo, OutputInfo
 
-__all__ = ["single_head", "head_layout", "xywh_to_xyxy", "rows", "cell_grid", "STRIDES"]
+__all__ = ["single_head", "head_layout", "grid_head", "xywh_to_xyxy", "rows", "cell_grid", "best_class_times_objectness",
+           "STRIDES", "ULTRALYTICS_INPUT"]
 
 STRIDES = (8, 16, 32)
+#: Ultralytics' (and the YOLOv5 repository's) input: centred letterbox padded with 114, RGB / 255
+ULTRALYTICS_INPUT = {"resize_type": "fit_to_window_letterbox", "pad_value": 114, "reverse_input_channels": True,
+                     "scale_values": (255.0,)}
 
 
 def single_head(info: ModelInfo) -> OutputInfo | None:
@@ -40,6 +44,25 @@ def head_layout(out: OutputInfo, channels_first: bool, fixed: int, anchors: int 
     if n > 0 and anchors is None and n < c:
         return None
     return Layout(out.index, channels_first, c - fixed)
+
+
+def grid_head(info: ModelInfo, fixed: int, anchors: int | None, either_way: bool = False) -> Layout | None:
+    """The model's single [1, N, fixed + classes] head (also [1, C, N] with ``either_way``,
+    which is tried first), or None."""
+    out = single_head(info)
+    if out is None:
+        return None
+    first = head_layout(out, True, fixed, anchors) if either_way else None
+    return first or head_layout(out, False, fixed, anchors)
+
+
+def best_class_times_objectness(picked: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (K, 5+nc) of x, y, w, h, objectness, class probabilities -> (class ids, scores, mask
+    of scores above ``threshold``); a row's score is objectness x its best class probability."""
+    scores = picked[:, 5:] * picked[:, 4:5]
+    ids = scores.argmax(axis=1)
+    best = scores[np.arange(len(ids)), ids]
+    return ids, best, best > threshold
 
 
 def anchor_count(input_hw: tuple[int, int], per_cell: int = 1) -> int | None:

@@ -16,16 +16,14 @@ from pipeline.frame import Detections
 
 from .detector_base import FamilyDefaults, Layout, ModelDetector, generic
 from .model_info import ModelInfo
-from .yolo_common import anchor_count, single_head
+from .yolo_common import ULTRALYTICS_INPUT, anchor_count, single_head
 
 __all__ = ["YoloEnd2End"]
 
 
 @generic("yolo_end2end")
 class YoloEnd2End(ModelDetector):
-    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(
-        resize_type="fit_to_window_letterbox", pad_value=114, reverse_input_channels=True, scale_values=(255.0,),
-        threshold=0.25, iou=None, max_det=300)
+    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(**ULTRALYTICS_INPUT, threshold=0.25, iou=None, max_det=300)
     layout_text: ClassVar[str] = "[1,K,6] (x1,y1,x2,y2,score,class)"
 
     @classmethod

@@ -17,33 +17,26 @@ from pipeline.frame import Detections
 
 from .detector_base import FamilyDefaults, Layout, ModelDetector, generic
 from .model_info import ModelInfo
-from .yolo_common import anchor_count, head_layout, rows, single_head, xywh_to_xyxy
+from .yolo_common import (ULTRALYTICS_INPUT, anchor_count, best_class_times_objectness, grid_head, rows,
+                          xywh_to_xyxy)
 
 __all__ = ["YoloV5"]
 
 
 @generic("yolov5")
 class YoloV5(ModelDetector):
-    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(
-        resize_type="fit_to_window_letterbox", pad_value=114, reverse_input_channels=True, scale_values=(255.0,),
-        threshold=0.25, iou=0.45, max_det=1000)
+    defaults: ClassVar[FamilyDefaults] = FamilyDefaults(**ULTRALYTICS_INPUT, threshold=0.25, iou=0.45, max_det=1000)
     layout_text: ClassVar[str] = "[1,N,5+nc] (N = 3 anchors per cell)"
 
     @classmethod
     def layout(cls, info: ModelInfo, input_hw: tuple[int, int], options: dict[str, Any] | None = None
                ) -> Layout | None:
-        out = single_head(info)
-        if out is None:
-            return None
-        return head_layout(out, False, 5, anchor_count(input_hw, per_cell=3))
+        return grid_head(info, 5, anchor_count(input_hw, per_cell=3))
 
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         """Boxes in model-input pixels."""
         p = rows(outputs[self.layout_used.output], False)
         cand = np.flatnonzero(p[:, 4] > self.threshold)
         picked = np.asarray(p[cand], np.float32)
-        scores = picked[:, 5:] * picked[:, 4:5]
-        ids = scores.argmax(axis=1)
-        best = scores[np.arange(len(ids)), ids]
-        keep = best > self.threshold
+        ids, best, keep = best_class_times_objectness(picked, self.threshold)
         return self.finish(xywh_to_xyxy(picked[keep, :4]), best[keep], ids[keep])

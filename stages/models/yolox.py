@@ -18,7 +18,7 @@ from pipeline.frame import Detections
 
 from .detector_base import FamilyDefaults, Layout, ModelDetector, generic, grid_cells
 from .model_info import ModelInfo
-from .yolo_common import STRIDES, cell_grid, head_layout, rows, single_head, xywh_to_xyxy
+from .yolo_common import STRIDES, best_class_times_objectness, cell_grid, grid_head, rows, xywh_to_xyxy
 
 __all__ = ["YoloX"]
 
@@ -42,11 +42,8 @@ class YoloX(ModelDetector):
     @classmethod
     def layout(cls, info: ModelInfo, input_hw: tuple[int, int], options: dict[str, Any] | None = None
                ) -> Layout | None:
-        out = single_head(info)
-        if out is None:
-            return None
         strides = _strides((options or {}).get("strides", STRIDES))
-        return head_layout(out, False, 5, grid_cells(input_hw, strides))
+        return grid_head(info, 5, grid_cells(input_hw, strides))
 
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         """Boxes in model-input pixels."""
@@ -57,10 +54,7 @@ class YoloX(ModelDetector):
                              f"{len(grid)} cells at strides {list(self.strides)}")
         cand = np.flatnonzero(p[:, 4] > self.threshold)  # score <= objectness
         picked = np.asarray(p[cand], np.float32)
-        scores = picked[:, 5:] * picked[:, 4:5]
-        ids = scores.argmax(axis=1)
-        best = scores[np.arange(len(ids)), ids]
-        keep = best > self.threshold
+        ids, best, keep = best_class_times_objectness(picked, self.threshold)
         picked, cand = picked[keep], cand[keep]
         xy = (picked[:, :2] + grid[cand]) * stride[cand]
         wh = np.exp(picked[:, 2:4]) * stride[cand]

@@ -11,6 +11,7 @@ import av
 import pytest
 
 from tests.cli import cli_env, succeeded, vapipe
+from tests.video import decode, encode
 
 PERSON_CLIP = "one-by-one-person-detection.mp4"
 FRAMES = 20
@@ -18,29 +19,11 @@ FLAGS = {"is_male", "has_bag", "has_backpack", "has_hat", "has_longsleeves", "ha
          "has_coat_jacket"}
 
 
-def cut(video: Path, first: int, out: Path) -> Path:
-    """FRAMES frames of ``video`` from ``first`` on, re-encoded (H.264) into ``out``."""
-    with av.open(str(video)) as src, av.open(str(out), "w") as dst:
-        stream = dst.add_stream("libx264", rate=10)
-        stream.width, stream.height = src.streams.video[0].width, src.streams.video[0].height
-        stream.pix_fmt, stream.options = "yuv420p", {"crf": "18", "preset": "veryfast"}
-        for i, frame in enumerate(src.decode(video=0)):
-            if i >= first + FRAMES:
-                break
-            if i >= first:
-                frame.pts = None
-                for packet in stream.encode(frame):
-                    dst.mux(packet)
-        for packet in stream.encode():
-            dst.mux(packet)
-    return out
-
-
 @pytest.fixture(scope="module")
 def clips(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("cuts")
-    return {"people": cut(videos_dir / PERSON_CLIP, 100, folder / "people.mp4"),
-            "cars": cut(videos_dir / "car-detection.mp4", 62, folder / "cars.mp4")}
+    return {"people": encode(decode(videos_dir / PERSON_CLIP, 100, FRAMES), folder / "people.mp4"),
+            "cars": encode(decode(videos_dir / "car-detection.mp4", 62, FRAMES), folder / "cars.mp4")}
 
 
 def run(models_dir: Path, tmp_path: Path, name: str, source: Path, *sets: str) -> list[dict]:

@@ -23,13 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import av
 import numpy as np
 import pytest
 
 from pipeline.frame import Detections, Frame
 from stages.detect import Detect
 from stages.models.nms import iou_matrix
+from tests.video import decode, encode
 
 model_api = pytest.importorskip("model_api.models", reason="needs openvino-model-api (make setup installs it)")
 
@@ -39,41 +39,15 @@ PERSON = "omz/person-detection-retail-0013.xml"
 FACE = "omz/face-detection-retail-0004.xml"
 
 
-def _decode(path: Path, first: int, count: int) -> list[Any]:
-    frames = []
-    with av.open(str(path)) as container:
-        for i, frame in enumerate(container.decode(video=0)):
-            if i >= first + count:
-                break
-            if i >= first:
-                frames.append(frame)
-    return frames
-
-
-def _reencode_720p(frames: list[Any], path: Path) -> Path:
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=10)
-        stream.width, stream.height, stream.pix_fmt = 1280, 720, "yuv420p"
-        stream.options = {"crf": "18", "preset": "veryfast"}
-        for frame in frames:
-            big = frame.reformat(width=1280, height=720, format="yuv420p")
-            big.pts = None
-            for packet in stream.encode(big):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return path
-
-
 @pytest.fixture(scope="module")
 def clips(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     """Decoder frames (yuv420p) per clip, decoded once for every model."""
     person = videos_dir / "one-by-one-person-detection.mp4"
-    hd = _reencode_720p(_decode(person, 900, 100), tmp_path_factory.mktemp("hd") / "person-720p.mp4")
+    hd = encode(decode(person, 900, 100), tmp_path_factory.mktemp("hd") / "person-720p.mp4", (1280, 720))
     return {
-        "car-detection": _decode(videos_dir / "car-detection.mp4", 40, 200),
-        "one-by-one-person-detection": _decode(person, 60, 200),
-        "person-720p": _decode(hd, 0, 100),
+        "car-detection": decode(videos_dir / "car-detection.mp4", 40, 200),
+        "one-by-one-person-detection": decode(person, 60, 200),
+        "person-720p": decode(hd, 0, 100),
     }
 
 
@@ -190,6 +164,6 @@ def test_person_detection_retail_0013_equals_model_api(models_dir: Path, clips: 
 def test_face_detection_retail_0004_equals_model_api(models_dir: Path, videos_dir: Path,
                                                      clips: dict[str, list[Any]]) -> None:
     path = models_dir / FACE
-    faces = {**clips, "head-pose": _decode(videos_dir / "head-pose-face-detection-female-and-male.gif", 0, 56)}
+    faces = {**clips, "head-pose": decode(videos_dir / "head-pose-face-detection-female-and-male.gif", 0, 56)}
     counts = dict(_run(path, faces, _batched(_reference(path, "SSD"))))
     assert counts["head-pose"] >= 50, counts
