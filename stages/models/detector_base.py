@@ -90,6 +90,8 @@ class ModelDetector(DetectorAdapter):
     defaults: ClassVar[FamilyDefaults]
     #: model_api embeds the resize and padding into the compiled model: so does vapipe by default
     resize_preference: ClassVar[str] = "engine"
+    #: the family's TensorFlow Lite exports give boxes as fractions of the input (Ultralytics)
+    tflite_normalized: ClassVar[bool] = False
     #: what the family's outputs look like, for messages
     layout_text: ClassVar[str] = ""
 
@@ -126,6 +128,8 @@ class ModelDetector(DetectorAdapter):
         self.iou = None if d.iou is None else float(pick("iou", meta.get("iou_threshold", d.iou)))
         self.max_det = settings.get("max_det") or d.max_det
         self.agnostic = bool(pick("agnostic_nms", d.agnostic_nms))
+        #: Ultralytics' TensorFlow Lite exports give box coordinates as fractions of the input size
+        self.normalized_boxes = self.tflite_normalized and info.path.suffix.lower() == ".tflite"
         self.labels = self._resolve_labels(settings.get("labels"))
         classes = settings.get("classes")
         where = f"classes for model {info.path}"
@@ -202,10 +206,15 @@ class ModelDetector(DetectorAdapter):
         return names[class_ids] if len(class_ids) else np.zeros((0,), object)
 
     # --- post-processing -----------------------------------------------------------------------
-    def finish(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> Detections:
-        """Candidates already above the threshold (model-input pixels) -> the class filter,
-        NMS (if the family does it) and the box limit, highest scores first."""
+    def finish(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray,
+               input_hw: tuple[int, int]) -> Detections:
+        """Candidates already above the threshold (model-input pixels, or fractions of the
+        (height, width) ``input_hw`` for normalised exports) -> the class filter, NMS (if the
+        family does it) and the box limit, highest scores first."""
         class_ids = np.asarray(class_ids, np.int64).reshape(-1)
+        if self.normalized_boxes:
+            h, w = input_hw
+            boxes = boxes * np.array([w, h, w, h], np.float32)
         if self.keep_classes is not None and len(class_ids):
             keep = np.isin(class_ids, self.keep_classes)
             boxes, scores, class_ids = boxes[keep], scores[keep], class_ids[keep]

@@ -64,10 +64,12 @@ class Ssd(ModelDetector):
             classes = outputs[self.layout_used.extra[0]].reshape(-1)
             keep = np.flatnonzero(table[:, 4] > self.threshold)
             boxes = np.asarray(table[keep, :4], np.float32)
-            return self.finish(boxes, np.asarray(table[keep, 4], np.float32), np.rint(classes[keep]).astype(np.int64))
+            return self.finish(boxes, np.asarray(table[keep, 4], np.float32), np.rint(classes[keep]).astype(np.int64),
+                               input_hw)
         table = outputs[self.layout_used.output].reshape(-1, 7)
         ended = np.flatnonzero(table[:, 0] < 0)
         table = table[: ended[0]] if len(ended) else table
         keep = np.flatnonzero(table[:, 2] > self.threshold)
         boxes = np.asarray(table[keep, 3:7], np.float32) * np.array([w, h, w, h], np.float32)
-        return self.finish(boxes, np.asarray(table[keep, 2], np.float32), np.rint(table[keep, 1]).astype(np.int64))
+        return self.finish(boxes, np.asarray(table[keep, 2], np.float32), np.rint(table[keep, 1]).astype(np.int64),
+                           input_hw)

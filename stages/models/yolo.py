@@ -3,7 +3,8 @@
 Output [1, 4+nc, N] (or transposed [1, N, 4+nc]), N = cells over strides 8/16/32:
 centre x, centre y, width, height in model-input pixels, then nc class scores that
 are already sigmoid probabilities; no objectness.  Each row's class is its best
-score (Ultralytics' default, not multi-label).  Defaults as Ultralytics ships them:
+score (Ultralytics' default, not multi-label); Ultralytics' TensorFlow Lite exports give
+the box as fractions of the input size.  Defaults as Ultralytics ships them:
 centred letterbox padded with 114, RGB / 255, score > 0.25, per-class NMS at IoU
 0.7, at most 300 boxes.
 """
@@ -26,6 +27,7 @@ __all__ = ["Yolo"]
 @generic("yolo")
 class Yolo(ModelDetector):
     defaults: ClassVar[FamilyDefaults] = FamilyDefaults(**ULTRALYTICS_INPUT, threshold=0.25, iou=0.7, max_det=300)
+    tflite_normalized: ClassVar[bool] = True
     layout_text: ClassVar[str] = "[1,4+nc,N] or [1,N,4+nc]"
 
     @classmethod
@@ -41,4 +43,4 @@ class Yolo(ModelDetector):
         cand = np.flatnonzero(best > self.threshold)
         picked = np.asarray(p[cand], np.float32)
         ids = picked[:, 4:].argmax(axis=1)
-        return self.finish(xywh_to_xyxy(picked[:, :4]), best[cand].astype(np.float32), ids)
+        return self.finish(xywh_to_xyxy(picked[:, :4]), best[cand].astype(np.float32), ids, input_hw)

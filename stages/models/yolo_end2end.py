@@ -24,6 +24,7 @@ __all__ = ["YoloEnd2End"]
 @generic("yolo_end2end")
 class YoloEnd2End(ModelDetector):
     defaults: ClassVar[FamilyDefaults] = FamilyDefaults(**ULTRALYTICS_INPUT, threshold=0.25, iou=None, max_det=300)
+    tflite_normalized: ClassVar[bool] = True
     layout_text: ClassVar[str] = "[1,K,6] (x1,y1,x2,y2,score,class)"
 
     @classmethod
@@ -43,4 +44,4 @@ class YoloEnd2End(ModelDetector):
         keep = np.flatnonzero(p[:, 4] > self.threshold)
         picked = np.asarray(p[keep], np.float32)
         ids = np.rint(picked[:, 5]).astype(np.int64)
-        return self.finish(picked[:, :4].copy(), picked[:, 4].copy(), ids)
+        return self.finish(picked[:, :4].copy(), picked[:, 4].copy(), ids, input_hw)

@@ -39,4 +39,4 @@ class YoloV5(ModelDetector):
         cand = np.flatnonzero(p[:, 4] > self.threshold)
         picked = np.asarray(p[cand], np.float32)
         ids, best, keep = best_class_times_objectness(picked, self.threshold)
-        return self.finish(xywh_to_xyxy(picked[keep, :4]), best[keep], ids[keep])
+        return self.finish(xywh_to_xyxy(picked[keep, :4]), best[keep], ids[keep], input_hw)

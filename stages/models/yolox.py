@@ -58,7 +58,7 @@ class YoloX(ModelDetector):
         picked, cand = picked[keep], cand[keep]
         xy = (picked[:, :2] + grid[cand]) * stride[cand]
         wh = np.exp(picked[:, 2:4]) * stride[cand]
-        return self.finish(xywh_to_xyxy(np.concatenate([xy, wh], axis=1)), best[keep], ids[keep])
+        return self.finish(xywh_to_xyxy(np.concatenate([xy, wh], axis=1)), best[keep], ids[keep], input_hw)
 
 
 def _strides(value: Any) -> tuple[int, ...]:

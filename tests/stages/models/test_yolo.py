@@ -103,3 +103,16 @@ def test_dynamic_input_without_a_size_is_a_one_line_error(tmp_path: Path) -> Non
         Detect(model=str(path)).open()
     dets = detect(path, input_size=[64, 64], width=64, height=64)
     assert len(dets) == 1
+
+
+def test_tensorflow_lite_exports_give_boxes_as_fractions_of_the_input() -> None:
+    from stages.models.families import choose_family
+    from stages.models.model_info import ModelInfo, OutputInfo
+
+    outputs = (OutputInfo(0, "Identity", (1, 5, CELLS_64)),)
+    for name, scale in (("best_float32.tflite", 64), ("best.xml", 1)):
+        info = ModelInfo(Path(name), "images", (64, 64), "NHWC", outputs, {}, {})
+        cls, layout = choose_family(info, None, {})
+        head = yolo_head([[32 / scale, 32 / scale, 16 / scale, 8 / scale]], [[0.9]], CELLS_64)
+        dets = cls(info, {}, layout).decode([head], (64, 64))
+        np.testing.assert_allclose(dets.xyxy, [[24, 28, 40, 36]], atol=1e-4)
