@@ -1,6 +1,6 @@
 """vapipe's detectors against OpenVINO's own model_api on the shared models and clips.
 
-Frames: 200 of ``car-detection.mp4``, 200 of ``one-by-one-person-detection.mp4`` and 100
+Frames: 200 of ``car-detection.mp4``, 200 of ``one-by-one-person-detection.mp4`` and 60
 of a 1280x720 re-encode of the latter (plus the head-pose GIF for the face detector, so
 that it sees faces), decoded once.  On every frame both must find the same objects:
 matched one to one, corners within 1.5 px (model_api rounds boxes to whole pixels),
@@ -43,11 +43,11 @@ FACE = "omz/face-detection-retail-0004.xml"
 def clips(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     """Decoder frames (yuv420p) per clip, decoded once for every model."""
     person = videos_dir / "one-by-one-person-detection.mp4"
-    hd = encode(decode(person, 900, 100), tmp_path_factory.mktemp("hd") / "person-720p.mp4", (1280, 720))
+    hd = encode(decode(person, 900, 60), tmp_path_factory.mktemp("hd") / "person-720p.mp4", (1280, 720))
     return {
         "car-detection": decode(videos_dir / "car-detection.mp4", 40, 200),
         "one-by-one-person-detection": decode(person, 60, 200),
-        "person-720p": decode(hd, 0, 100),
+        "person-720p": decode(hd, 0, 60),
     }
 
 
@@ -123,6 +123,7 @@ def _run(model: Path, clips: dict[str, list[Any]], reference: Reference,
         compared = 0
         for k, (dets, result) in enumerate(zip(ours, theirs)):
             compared += _compare(dets, *result, where=f"{clip} frame {k}")
+        print(f"{model.name} on {clip}: {len(frames)} frames, {compared} objects matched")
         yield clip, compared
 
 
@@ -158,7 +159,7 @@ def test_yolox_nano_equals_model_api(models_dir: Path, clips: dict[str, list[Any
 def test_person_detection_retail_0013_equals_model_api(models_dir: Path, clips: dict[str, list[Any]]) -> None:
     path = models_dir / PERSON
     counts = dict(_run(path, clips, _batched(_reference(path, "SSD"))))
-    assert counts["one-by-one-person-detection"] >= 150 and counts["person-720p"] >= 60, counts
+    assert counts["one-by-one-person-detection"] >= 150 and counts["person-720p"] >= 25, counts
 
 
 def test_face_detection_retail_0004_equals_model_api(models_dir: Path, videos_dir: Path,
