@@ -19,7 +19,7 @@ import numpy as np
 from pipeline.frame import Detections
 
 __all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "AttributeAnnotator", "PALETTE",
-           "color_for", "default_annotators", "annotate_all"]
+           "color_for", "default_annotators", "annotate_all", "draw_outline", "OUTLINE_COLOR", "scale_detections"]
 
 Color = tuple[int, int, int]
 
@@ -278,3 +278,29 @@ def annotate_all(image: np.ndarray, detections: Detections,
     for ann in annotators if annotators is not None else default_annotators():
         image = ann.annotate(image, detections)
     return image
+
+
+OUTLINE_COLOR: Color = (255, 255, 255)
+
+
+def draw_outline(image: np.ndarray, polygon: np.ndarray, color: Color = OUTLINE_COLOR) -> np.ndarray:
+    """A closed outline through ``polygon`` ((K, 2) pixels), e.g. the region a preprocess stage
+    cropped; in place, line width as the boxes'."""
+    _check(image)
+    pts = np.rint(np.asarray(polygon, np.float64) - 0.5).astype(np.int32).reshape(-1, 1, 2)
+    cv2.polylines(image, [pts], True, color, _line_width(image), cv2.LINE_AA)
+    return image
+
+
+def scale_detections(detections: Detections, sx: float, sy: float) -> Detections:
+    """A copy of ``detections`` with boxes, keypoints and landmarks scaled by (sx, sy) (to draw
+    on a resized image)."""
+    det = detections[np.arange(len(detections))]
+    scale = np.array([sx, sy], np.float32)
+    det.xyxy = det.xyxy * np.tile(scale, 2)
+    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
+    det.attributes = [
+        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
+        for a in det.attributes
+    ]
+    return det

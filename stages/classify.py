@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
+from pipeline.costs import ModelProbe
+from pipeline.engine import InputSpec, LoadedModel, RequestPool
+from pipeline.engines import load_model
 from pipeline.frame import Frame
 from pipeline.stage import InferStage
 
@@ -53,17 +55,29 @@ class Classify(InferStage):
         path = resolve_model(self.params.model)
         self.adapter: RoiAdapter = region_adapter(self.params, path)
         spec: InputSpec = self.adapter.input_spec
-        model: LoadedModel = get_engine().load(path, spec, self.params.device, self.params.hint, self.params.config)
+        model: LoadedModel = load_model(self.params.engine, path, spec, self.params.device, self.params.hint,
+                                        self.params.config)
         self.model = model
         if hasattr(self.adapter, "bind_model"):
             self.adapter.bind_model(model)
         n = self.params.requests or max(2, model.optimal_requests)
-        self.pool: RequestPool = model.create_pool(n)
+        self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
 
     def close(self) -> None:
         if hasattr(self, "pool"):
             self.pool.drain()
+
+    def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
+        from pipeline.models import resolve_model
+
+        path = resolve_model(self.params.model)
+        adapter = region_adapter(self.params, path)
+        # a region model's inferences per frame are the objects earlier stages find: unknown here
+        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
+                          self.params.hint, dict(self.params.config),
+                          input_hw=getattr(adapter, "typical_input_hw", None), per_frame=None,
+                          engine=self.params.engine)
 
     def start(self, frame: Frame) -> Any:
         dets = frame.detections
@@ -75,6 +89,7 @@ class Classify(InferStage):
             # crop never waits for an older frame's crops (at most MAX_AUTO_REQUESTS).
             self.pool.grow(min(MAX_AUTO_REQUESTS, len(idx) * self.depth))
         jobs = []
+        self.inferences += len(idx)
         adapter = self.adapter
         for i in idx:
             crop, ctx = adapter.prepare(frame, dets, int(i), self.model.input_hw)

@@ -16,7 +16,9 @@ from typing import Any, Callable, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
+from pipeline.costs import ModelProbe
+from pipeline.engine import InputSpec, LoadedModel, RequestPool
+from pipeline.engines import load_model
 from pipeline.frame import Detections, Frame
 from pipeline.stage import InferStage
 
@@ -66,7 +68,7 @@ class Detect(InferStage):
         if hasattr(self.adapter, "describe"):
             log.info("%s: %s", self.name, self.adapter.describe())
         self._routes: dict[tuple[int, int], _Route] = {}
-        self._count = 0
+        self._count = getattr(self, "_count", 0)  # kept when the stage is reconfigured mid-run
         #: chosen path per source size, with the measured milliseconds per frame of each candidate
         self.choices: dict[tuple[int, int], tuple[str, dict[str, float]]] = {}
         if not hasattr(self.adapter, "input_size"):
@@ -82,7 +84,8 @@ class Detect(InferStage):
         spec = replace(base, size=spec_size if spec_size is not None else base.size, **engine_resize)
         if engine_resize:
             spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
-        return get_engine().load(self.model_path, spec, self.params.device, self.params.hint, self.params.config)
+        return load_model(self.params.engine, self.model_path, spec, self.params.device, self.params.hint,
+                          self.params.config)
 
     def _route_for(self, frame: Frame) -> _Route:
         src_wh = (frame.width, frame.height)
@@ -92,6 +95,8 @@ class Detect(InferStage):
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
         own_sampling = type(self.adapter).prepare_input is not DetectorAdapter.prepare_input
         mode = self.params.resize or self.adapter.resize_preference
+        if self.params.engine != "openvino":  # only OpenVINO resizes inside the model
+            mode = "host"
         candidates = ["host", "engine"] if mode == "auto" and not own_sampling else [
             "host" if mode == "auto" else mode]
         routes = {name: self._make_route(name, size, src_wh) for name in candidates}
@@ -111,12 +116,35 @@ class Detect(InferStage):
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
         if kind == "host":
             model = self._load(size)
-            return _Route(model, model.create_pool(self.params.requests), self.adapter.host_input)
+            return _Route(model, model.create_pool(self.params.requests, self.priority), self.adapter.host_input)
         h, w = size or self._load(None).input_hw
         box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox, self.adapter.letterbox_align)
         model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
                            pad_top_left=(int(box.pad_y), int(box.pad_x)), pad_value=float(self.adapter.pad_value))
-        return _Route(model, model.create_pool(self.params.requests), lambda frame, hw: (frame.image(), box))
+        return _Route(model, model.create_pool(self.params.requests, self.priority),
+                      lambda frame, hw: (frame.image(), box))
+
+    def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
+        from pipeline.models import resolve_model
+
+        path = resolve_model(self.params.model)
+        adapter = detector_adapter(self.params, path)
+        size = adapter.input_size(source_wh) if hasattr(adapter, "input_size") else None
+        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
+                          self.params.hint, dict(self.params.config), input_hw=size,
+                          per_frame=1.0 / self.params.every, engine=self.params.engine)
+
+    def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Callable[[], Any]:
+        adapter = detector_adapter(self.params)
+        hw = adapter.input_size((frame.width, frame.height)) if hasattr(adapter, "input_size") else input_hw
+
+        def prepare() -> Any:
+            # a fresh frame each time: frames cache their scaled copies
+            probe = Frame(frame.source_id, frame.seq, frame.width, frame.height, av_frame=frame.av_frame,
+                          _image=frame._image if frame.av_frame is None else None)
+            return adapter.host_input(probe, hw)
+
+        return prepare
 
     def wants(self, frame: Frame) -> bool:
         self._count += 1
@@ -128,6 +156,7 @@ class Detect(InferStage):
         image, box = route.prepare(frame, hw)
         adapter = self.adapter
         job = route.pool.start(image, lambda outs: adapter.decode(outs, hw))
+        self.inferences += 1
         return route.pool, job, box
 
     def is_done(self, ticket: Any) -> bool:

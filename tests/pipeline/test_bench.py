@@ -95,7 +95,10 @@ def test_bench_faces_landmarks_agree(env: dict[str, str], videos_dir: Path, tmp_
     result = json.loads((tmp_path / "bench.json").read_text())
     assert set(result["modes"]) == {"naive", "hand-tuned", "vapipe", "vapipe-unplanned"}
     planned = result["modes"]["vapipe"]["threads"]
-    assert "face_detect 1 stream x 1 thread" in planned and "landmarks 1 stream x 1 thread" in planned, planned
+    import re
+
+    for stage in ("face_detect", "landmarks"):  # two light models: one single-threaded stream each
+        assert re.search(rf"{stage} [\d.]+ ms/inference .* -> 1 stream x 1 thread", planned), planned
     assert "vapipe/vapipe-unplanned" in result["ratios"]
     for key in ("naive vs vapipe", "hand-tuned vs vapipe", "vapipe-unplanned vs vapipe"):
         a = result["agreement"][key]

@@ -20,8 +20,7 @@ def env(models_dir: Path) -> dict[str, str]:
     return e
 
 
-def test_tune_writes_overrides_that_run_accepts(env: dict[str, str], videos_dir: Path, tmp_path: Path) -> None:
-    clip = videos_dir / "one-by-one-person-detection.mp4"
+def test_tune_writes_overrides_that_run_accepts(env: dict[str, str], clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "overrides.yaml"
     proc = vapipe(env, "tune", "persons", "--source", clip, "--budget-s", 6, "--frames", 20, "--out", out)
     assert proc.returncode == 0, proc.stderr
