@@ -7,10 +7,14 @@ DEMO_OUT ?= demo-output
 
 .PHONY: demo test bench peers soak setup clean
 
+# openvino-model-api (OpenVINO's model_api) is the reference the detector tests compare with; it
+# requires opencv-python-headless, a second cv2 over opencv-python, so it is installed without its
+# dependencies (numpy, OpenCV and OpenVINO are here already).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps 'openvino-model-api==0.4.7'
 	touch $@
 
 setup: $(VENV)/.installed

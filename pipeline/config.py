@@ -205,10 +205,13 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if check_files and isinstance(getattr(params, "model", None), str):
-            from .models import resolve_model
+            from .models import MODEL_FORMS, UnknownModelError, models_dir, resolve_model
 
             try:
                 resolve_model(params.model)
+            except UnknownModelError as exc:  # a model the user brings: say how to give it
+                raise ConfigError(f"{where}: model {exc.name!r} is not in the catalogue nor in {models_dir()}; "
+                                  f"run with --set {st.name}.model=PATH ({MODEL_FORMS})") from None
             except FileNotFoundError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
             except (OSError, ValueError) as exc:  # e.g. a name too long for the file system

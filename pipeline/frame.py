@@ -29,6 +29,7 @@ class Detections:
     track_id:   (N,) int64, -1 where the object is not tracked.
     keypoints:  list of N arrays (K, 2) float32 in source pixels, or None.
     attributes: list of N dicts (free-form, JSON-serialisable values).
+    class_id:   (N,) int64, the model's class index of the label; -1 where unknown.
     """
 
     xyxy: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
@@ -37,6 +38,7 @@ class Detections:
     track_id: np.ndarray | None = None
     keypoints: list[np.ndarray | None] | None = None
     attributes: list[dict[str, Any]] | None = None
+    class_id: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.xyxy = np.asarray(self.xyxy, np.float32).reshape(-1, 4) if len(self.xyxy) else np.zeros((0, 4), np.float32)
@@ -52,7 +54,9 @@ class Detections:
                          else np.asarray(self.track_id, np.int64).reshape(-1))
         self.keypoints = [None] * n if self.keypoints is None else list(self.keypoints)
         self.attributes = [{} for _ in range(n)] if self.attributes is None else list(self.attributes)
-        for name in ("score", "label", "track_id", "keypoints", "attributes"):
+        self.class_id = (np.full(n, -1, np.int64) if self.class_id is None
+                         else np.asarray(self.class_id, np.int64).reshape(-1))
+        for name in ("score", "label", "track_id", "keypoints", "attributes", "class_id"):
             got = len(getattr(self, name))
             if got != n:
                 raise ValueError(f"Detections.{name} has {got} entries but xyxy has {n} boxes (shape {self.xyxy.shape})")
@@ -70,6 +74,7 @@ class Detections:
             track_id=self.track_id[idx],
             keypoints=[self.keypoints[i] for i in idx],
             attributes=[self.attributes[i] for i in idx],
+            class_id=self.class_id[idx],
         )
 
     @staticmethod
@@ -84,6 +89,7 @@ class Detections:
             track_id=np.concatenate([p.track_id for p in parts]),
             keypoints=[k for p in parts for k in p.keypoints],
             attributes=[a for p in parts for a in p.attributes],
+            class_id=np.concatenate([p.class_id for p in parts]),
         )
 
     def with_label(self, labels: Iterable[str]) -> np.ndarray:
@@ -101,6 +107,8 @@ class Detections:
                 "box": [round(float(v), 2) for v in self.xyxy[i]],
                 "track_id": int(self.track_id[i]) if self.track_id[i] >= 0 else None,
             }
+            if self.class_id[i] >= 0:
+                rec["class_id"] = int(self.class_id[i])
             kp = self.keypoints[i]
             if kp is not None:
                 rec["keypoints"] = [[round(float(x), 2), round(float(y), 2)] for x, y in np.asarray(kp)[:, :2]]

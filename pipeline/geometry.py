@@ -81,7 +81,7 @@ def map_detections(m: np.ndarray, dets: Detections) -> Detections:
     return Detections(xyxy=_map_boxes(m, dets.xyxy), score=dets.score, label=dets.label,
                       track_id=dets.track_id,
                       keypoints=[None if k is None else map_points(m, k) for k in dets.keypoints],
-                      attributes=attrs)
+                      attributes=attrs, class_id=dets.class_id)
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,6 +7,7 @@ Frame record (one line, UTF-8)::
      "objects": [{"label": str, "score": float,
                   "box": [x1, y1, x2, y2],                  # source pixels
                   "track_id": int | null,                   # null: not tracked
+                  "class_id": int,                          # only when known: the model's class index
                   "keypoints": [[x, y], ...],               # only when present
                   "attributes": {...}}, ...]}
 

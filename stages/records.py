@@ -63,7 +63,7 @@ def _vapipe_objects(det: Detections, include_landmarks: bool) -> list[dict[str, 
     if not include_landmarks and any("landmarks" in a for a in det.attributes):
         slim = [{k: v for k, v in a.items() if k != "landmarks"} for a in det.attributes]
         records = Detections(xyxy=det.xyxy, score=det.score, label=det.label, track_id=det.track_id,
-                             keypoints=det.keypoints, attributes=slim).to_records()
+                             keypoints=det.keypoints, attributes=slim, class_id=det.class_id).to_records()
         for rec, a in zip(records, det.attributes):
             if "landmarks" in a:
                 rec["attributes"]["landmarks"] = count_landmarks(a["landmarks"])

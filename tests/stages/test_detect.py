@@ -69,5 +69,39 @@ def test_every_n_lets_frames_pass_without_inference_in_order(clip: Path) -> None
 
 
 def test_unknown_decoder_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo'; valid: .*blazeface.*db_text.*pose"):
-        Detect(model="mediapipe/pose_detection", decoder="yolo").open()
+    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
+                                         r"ssd.*yolo.*yolo_end2end.*yolov5.*yolox"):
+        Detect(model="mediapipe/pose_detection", decoder="yolo9").open()
+
+
+def test_model_driven_adapter_feeds_a_plain_openvino_model(videos_dir: Path, models_dir: Path) -> None:
+    """What benchmark baselines and ``vapipe quantize`` do with a detector: the adapter's
+    ``host_input`` (uint8, ``input_spec.host_color``), normalised on the host, a plain compiled
+    model, the adapter's ``decode`` and letterbox mapping; the same people as the stage."""
+    import openvino as ov
+
+    from pipeline.frame import Frame
+    from stages.detect import detector_adapter
+
+    model = models_dir / "yolo" / "yolo11n_int8_openvino_model"
+    params = Detect.Params(model=str(model))
+    adapter = detector_adapter(params)
+    compiled = ov.Core().compile_model(str(next(model.glob("*.xml"))), "CPU")
+    hw = tuple(compiled.input(0).get_shape())[2:]
+    spec = adapter.input_spec
+    stage_boxes, plain_boxes = [], []
+    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, Detect(params) as det:
+        for i, frame in enumerate(src.frames()):
+            if i >= 110:
+                break
+            if i < 90:
+                continue
+            image, box = adapter.host_input(Frame(frame.source_id, i, frame.width, frame.height,
+                                                  av_frame=frame.av_frame), hw)
+            assert image.dtype == np.uint8 and image.shape == (*hw, 3) and spec.host_color == spec.model_color
+            x = (image.astype(np.float32) - np.asarray(spec.mean or (0, 0, 0), np.float32)) / np.asarray(spec.scale)
+            out = compiled(x.transpose(2, 0, 1)[None])[0]
+            plain_boxes.append(box.detections_to_source(adapter.decode([out], hw), (frame.width, frame.height)).xyxy)
+            stage_boxes.append(det(frame).detections.xyxy.copy())
+    assert all(len(a) == len(b) >= 1 for a, b in zip(stage_boxes, plain_boxes))
+    assert min(iou_matrix(a, b).max(axis=1).min() for a, b in zip(stage_boxes, plain_boxes)) > 0.9
