@@ -70,11 +70,9 @@ def load_chain(spec: Any) -> Chain:
     has a stage no baseline reproduces."""
     from pipeline.models import resolve_model
     from pipeline.registry import resolve_stage_type
-    from stages._infer_common import make_adapter
-    from stages.classify import Classify
+    from stages.classify import Classify, region_adapter
     from stages.decode import Decode
-    from stages.detect import Detect
-    from stages.models.base import DetectorAdapter, RoiAdapter
+    from stages.detect import Detect, detector_adapter
 
     det: ModelPart | None = None
     regions: list[ModelPart] = []
@@ -90,12 +88,12 @@ def load_chain(spec: Any) -> Chain:
         if issubclass(cls, Decode):
             threads = params.threads
         elif issubclass(cls, Detect) and det is None:
-            det = ModelPart(st.name, params.decoder, resolve_model(params.model),
-                            make_adapter("detector", params.decoder, params.options, DetectorAdapter),
+            path = resolve_model(params.model)
+            det = ModelPart(st.name, params.decoder, path, detector_adapter(params, path),
                             params.device, params.hint, dict(params.config), params.requests)
         elif issubclass(cls, Classify) and det is not None:
-            regions.append(ModelPart(st.name, params.decoder, resolve_model(params.model),
-                                     make_adapter("region", params.decoder, params.options, RoiAdapter),
+            path = resolve_model(params.model)
+            regions.append(ModelPart(st.name, params.decoder, path, region_adapter(params, path),
                                      params.device, params.hint, dict(params.config), params.requests,
                                      list(params.on), params.max_objects))
         else:
