@@ -9,12 +9,12 @@ Sources can be added and removed at any time; the others keep running.
 Thread plan on a change of sources: the plan is computed again for the new
 number of sources (``plan_for_graph``).  A camera added while others run takes
 its decoder threads and decoder priority from the new plan, and the process-wide
-settings (OpenCV, BLAS) are re-applied from it; inference stages keep the
-OpenVINO properties of the models already compiled, so the new camera shares
-those compiled models (a compiled model's streams and threads cannot change
-while requests run on it).  When no camera is running, the next one gets the
-whole new plan.  :attr:`Session.plan` is the current plan and
-:attr:`Session.plan_note` says what was kept.
+settings (OpenCV, BLAS) are re-applied from it; when the new plan changes an
+inference stage's streams, threads or requests, the running cameras' stages take
+them before their next frame (a compiled model's streams cannot change while
+requests run on it, so the stage compiles the model again and the frames in
+flight finish on the old one, in order).  :attr:`Session.plan` is the current plan
+and :attr:`Session.plan_note` says which stages running cameras re-planned.
 
 Removing a source stops only that camera: its reader halts, frames in flight
 finish, its stages close (MP4 finalised, JSON Lines flushed) and its statistics
@@ -106,25 +106,22 @@ class Session:
         return plan_overrides(plan, self.graph, self.opts.overrides)
 
     def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
-        """The plan for the running sources and ``new_uris``; overrides for cameras added now
-        (see the module docstring)."""
+        """The plan for the running sources and ``new_uris``; overrides for cameras added now.
+        Running cameras take the new plan's inference settings before their next frame
+        (:meth:`pipeline.stage.InferStage.reconfigure`; their frames in flight finish on the old
+        compiled model), so every camera shares the newly compiled models."""
         plan = self._plan([self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris))
         fresh = self._plan_overrides(plan)
+        changed = sorted(n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)
+                         or plan.requests.get(n) != self.plan.requests.get(n))
         live = [c for c in self._cameras.values() if self._alive(c.source_id)]
-        if not live:
-            self.plan, self._overrides, self.plan_note = plan, fresh, ""
-        else:
-            src = self.graph.source
-            kept = {n: v for n, v in self._overrides.items() if n != src}
-            merged = {**kept, **({src: fresh[src]} if src in fresh else {})}
-            changed = {n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)}
-            self.plan_note = ("inference threads kept for the compiled models in use: " + ", ".join(
-                f"{n} {self.plan.infer[n]}" for n in sorted(changed) if n in self.plan.infer)) if changed else ""
-            kept_infer = self.plan.infer
-            self.plan = plan
-            if changed:
-                self.plan.infer = dict(kept_infer)
-            self._overrides = merged
+        for cam in live:
+            for name in changed:
+                stage = cam.stages.get(name)
+                if stage is not None and hasattr(stage, "reconfigure") and name in fresh:
+                    stage.reconfigure({k: v for k, v in fresh[name].items() if k in ("config", "requests")})
+        self.plan_note = f"re-planned running cameras: {', '.join(changed)}" if live and changed else ""
+        self.plan, self._overrides = plan, fresh
         if self.process_wide:
             from .threads import apply_global
 

@@ -106,7 +106,7 @@ def test_a_source_that_cannot_open_is_refused_alone(tmp_path: Path) -> None:
         assert session.close().error is None
 
 
-def test_added_cameras_share_the_compiled_model_and_the_plan_is_revised(tmp_path: Path) -> None:
+def test_added_cameras_share_the_compiled_model_and_running_cameras_take_the_revised_plan(tmp_path: Path) -> None:
     from pipeline.models import resolve_model
 
     try:
@@ -134,8 +134,12 @@ def test_added_cameras_share_the_compiled_model_and_the_plan_is_revised(tmp_path
         assert routes[0].model is routes[1].model  # one compiled model, a request pool per camera
         assert routes[0].pool is not routes[1].pool
         assert session.plan.sources == 2 and plan_one.sources == 1
-        assert session.plan.infer == plan_one.infer  # kept: the compiled model in use
-        assert "kept" in session.plan_note
+        threads = {n: c["INFERENCE_NUM_THREADS"] for n, c in session.plan.infer.items()}
+        assert threads == {n: c["INFERENCE_NUM_THREADS"] + 1 for n, c in plan_one.infer.items()}
+        assert "re-planned running cameras: person_detect" in session.plan_note
+        # the first camera took the new plan too: both cameras run on the newly compiled model
+        for cam in cams.values():
+            assert cam.stages["person_detect"].params.config["INFERENCE_NUM_THREADS"] == threads["person_detect"]
         assert all(s["frames"] > 0 for s in session.sources())
     finally:
         summary = session.close()
