@@ -108,7 +108,8 @@ class PlanCheck:
         self._base: Snapshot | None = None
         self._last = 0.0
         self.replanned: dict[str, Any] | None = None
-        self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)"}
+        self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)" if plan.enabled
+                                       else "not checked (no plan: --cores 0)"}
         self.observed: dict[str, Any] = {}
 
     def thread_ids(self) -> list[int]:
