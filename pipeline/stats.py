@@ -49,6 +49,7 @@ class SourceStats:
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -73,7 +74,8 @@ class SourceStats:
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes,
-                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
+                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error,
+                "counters": self.counters}
 
 
 @dataclass
@@ -116,6 +118,7 @@ class RunSummary:
             if s.reconnect_s:
                 notes.append(f"reconnected {len(s.reconnect_s)}x (down {min(s.reconnect_s):.1f}-"
                              f"{max(s.reconnect_s):.1f} s)")
+            notes.extend(f"{stage}: {_flat(counts)}" for stage, counts in s.counters.items())
             if s.error:
                 notes.append(f"error: {s.error}")
             lines.extend(f"  {n}" for n in notes)
@@ -126,6 +129,14 @@ class RunSummary:
         for out in self.outputs:
             lines.append(f"output: {out}")
         return "\n".join(lines)
+
+
+def _flat(value: Any, prefix: str = "") -> str:
+    """Nested counters on one line: ``lines.door.in.person=3 lines.door.out.person=1``."""
+    if isinstance(value, dict):
+        parts = [_flat(v, f"{prefix}.{k}" if prefix else str(k)) for k, v in value.items()]
+        return " ".join(p for p in parts if p)
+    return f"{prefix}={value}"
 
 
 def _short(text: str, width: int) -> str:
