@@ -18,6 +18,9 @@ BUILTIN_STAGES: dict[str, str] = {
     "classify": "stages.classify:Classify",
     "encode": "stages.encode:Encode",
     "metadata": "stages.metadata:Metadata",
+    "track": "stages.track:Track",
+    "zones": "stages.zones:Zones",
+    "motion": "stages.motion:Motion",
 }
 
 
