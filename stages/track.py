@@ -17,7 +17,8 @@ gives the same ids.
 * Frames on which detection did not run (``detect.every``, motion gating):
   every tracked object is output at its predicted box with the label, score,
   keypoints (moved with the box) and detector attributes of its last
-  detection, and ``attributes["predicted"] = True``.  On frames where nothing
+  detection, and ``attributes["predicted"] = True`` (with ``unmatched: keep``
+  also tracks not yet confirmed, with ``track_id`` -1).  On frames where nothing
   moved (a gating stage set ``STILL``) boxes stay where they are and lost
   tracks do not age.
 
@@ -118,7 +119,8 @@ class Track(Stage):
         if detection_ran(frame):
             ended = self._associate(src.tracker, frame, steps)
         else:
-            objects, ended = src.tracker.predict(steps, still=any(attr_values(frame, STILL)))
+            objects, ended = src.tracker.predict(steps, still=any(attr_values(frame, STILL)),
+                                                 tentative=self.params.unmatched == "keep")
             frame.detections = Detections.merge([frame.detections, _predicted(objects)])
         if ended:
             frame.attrs[(self.name, TRACKS_ENDED)] = ended

@@ -174,20 +174,23 @@ class ByteTracker:
                     ids[d] = t.ids[k]
         return ids, ended
 
-    def predict(self, steps: int = 1, still: bool = False) -> tuple[list[TrackedBox], list[int]]:
-        """A frame without detection ``steps`` frames after the previous call: the confirmed
-        tracked objects at their predicted boxes (held in place when ``still``), and the ids
-        of tracks that ended."""
+    def predict(self, steps: int = 1, still: bool = False,
+                tentative: bool = False) -> tuple[list[TrackedBox], list[int]]:
+        """A frame without detection ``steps`` frames after the previous call: the tracked
+        objects at their predicted boxes (held in place when ``still``; see :meth:`tracked`),
+        and the ids of tracks that ended."""
         self._advance(steps, still)
         ended = self._forget(np.ones(len(self.tracks), bool))
-        return self.tracked(), ended
+        return self.tracked(tentative), ended
 
-    def tracked(self) -> list[TrackedBox]:
-        """Confirmed tracks currently tracked (not lost), in track order."""
+    def tracked(self, tentative: bool = False) -> list[TrackedBox]:
+        """Confirmed tracks currently tracked (not lost), in track order; with ``tentative``
+        also those not yet confirmed (track id -1)."""
         t = self.tracks
         boxes = state_to_xyxy(t.mean) if len(t) else np.zeros((0, 4))
-        return [TrackedBox(t.ids[i], boxes[i], t.labels[i], t.scores[i], t.payloads[i], t.boxes[i])
-                for i in range(len(t)) if t.state[i] == TRACKED]
+        return [TrackedBox(t.ids[i] if t.state[i] == TRACKED else -1, boxes[i], t.labels[i], t.scores[i],
+                           t.payloads[i], t.boxes[i])
+                for i in range(len(t)) if t.state[i] == TRACKED or (tentative and t.state[i] == NEW)]
 
     # internals ------------------------------------------------------------------------------
     def _advance(self, steps: int, still: bool) -> None:

@@ -125,3 +125,13 @@ def test_lost_s_is_converted_with_the_source_rate() -> None:
 def test_bad_thresholds_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="low_score"):
         Track(low_score=0.6, high_score=0.5)
+
+
+def test_tracks_not_yet_confirmed_appear_on_predicted_frames_only_with_unmatched_keep() -> None:
+    for unmatched, want in (("keep", [[-1], [-1], [1]]), ("drop", [[], [], [1]])):
+        with Track(unmatched=unmatched) as t:
+            t(frame(0, [moving(0)]))
+            got = [t(frame(1, [], detected=False)).detections.track_id.tolist(),
+                   t(frame(2, [], detected=False)).detections.track_id.tolist(),
+                   t(frame(3, [moving(3)])).detections.track_id.tolist()]
+        assert got == want, unmatched
