@@ -10,6 +10,7 @@ OpenCV's Hershey fonts, which only cover ASCII: other characters show as ``?``.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -19,7 +20,7 @@ import numpy as np
 from pipeline.frame import Detections
 
 __all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "PALETTE", "color_for",
-           "default_annotators", "annotate_all"]
+           "default_annotators", "annotate_all", "Shape", "draw_shapes"]
 
 Color = tuple[int, int, int]
 
@@ -231,4 +232,38 @@ def annotate_all(image: np.ndarray, detections: Detections,
     """Apply ``annotators`` (default: :func:`default_annotators`) in place, in order."""
     for ann in annotators if annotators is not None else default_annotators():
         image = ann.annotate(image, detections)
+    return image
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Something a stage asks the video sink to draw (``frame.attrs[(stage, OVERLAY)]``): a
+    polyline through ``points`` ((K, 2) source pixels), ``closed`` into a polygon, or with an
+    arrow head at its last point; ``text`` is captioned at its first point."""
+
+    points: np.ndarray
+    color: Color = (0, 255, 255)
+    closed: bool = False
+    arrow: bool = False
+    text: str = ""
+
+    def scaled(self, sx: float, sy: float) -> "Shape":
+        return replace(self, points=np.asarray(self.points, np.float64) * [sx, sy])
+
+
+def draw_shapes(image: np.ndarray, shapes: list[Shape]) -> np.ndarray:
+    """Draw ``shapes`` in place on a BGR uint8 image (H, W, 3); returns it."""
+    _check(image)
+    lw = _line_width(image)
+    scale = _font_scale(image)
+    for shape in shapes:
+        pts = np.rint(np.nan_to_num(np.asarray(shape.points, np.float64))).astype(np.int32).reshape(-1, 2)
+        if len(pts) >= 2:
+            if shape.arrow and len(pts) == 2:
+                cv2.arrowedLine(image, tuple(pts[0].tolist()), tuple(pts[1].tolist()), shape.color, lw, cv2.LINE_AA,
+                                tipLength=0.3)
+            else:
+                cv2.polylines(image, [pts.reshape(-1, 1, 2)], shape.closed, shape.color, lw, cv2.LINE_AA)
+        if shape.text and len(pts):
+            _caption(image, _ascii(shape.text), int(pts[0][0]), int(pts[0][1]), shape.color, scale)
     return image

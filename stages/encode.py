@@ -38,12 +38,12 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from pipeline.frame import Frame
+from pipeline.frame import OVERLAY, Frame, attr_values
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
-from .annotate import Annotator, annotate_all, default_annotators
+from .annotate import Annotator, annotate_all, default_annotators, draw_shapes
 
 __all__ = ["Encode", "TIME_BASE"]
 
@@ -199,7 +199,8 @@ class Encode(Stage):
     def _video_frame(self, frame: Frame) -> tuple[Any, bool]:
         """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame."""
         w, h = self._size
-        draw = self.params.annotate and len(frame.detections) > 0
+        shapes = [s for shapes in attr_values(frame, OVERLAY) for s in shapes] if self.params.annotate else []
+        draw = self.params.annotate and (len(frame.detections) > 0 or bool(shapes))
         src = frame.av_frame
         if not draw and not frame.has_image and src is not None and (src.width, src.height) == (w, h):
             return src, True  # no conversion to BGR and back
@@ -214,8 +215,10 @@ class Encode(Stage):
             if draw:
                 draw = False
                 annotate_all(image, _scaled(frame, w / iw, h / ih), self.annotators)
+                draw_shapes(image, [s.scaled(w / iw, h / ih) for s in shapes])
         if draw:
             annotate_all(image, frame.detections, self.annotators)
+            draw_shapes(image, shapes)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
     def _step(self) -> int:

@@ -20,6 +20,11 @@ Event line (:meth:`Metadata.write_event`)::
     {"event": str, "source": str, "time": float,            # Unix time, seconds
      ...caller's fields}
 
+Events of a frame (``frame.attrs[(stage, EVENTS)]``, e.g. zone entries and line
+crossings) are written as they are, one line each, after that frame's record;
+fields stages add to the frame (``frame.attrs[(stage, RECORD)]``, e.g.
+``"occupancy"``) go into its record (the fields above win).
+
 Lines are flushed to the OS every ``flush_every`` frame records (events:
 always) and on :meth:`Metadata.close`, so readers can follow the file while it
 grows.  Non-finite floats are written as null (strict JSON).  Thread-safe:
@@ -38,7 +43,7 @@ from typing import IO, Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from pipeline.frame import Detections, Frame
+from pipeline.frame import EVENTS, RECORD, Detections, Frame, attr_values
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
@@ -85,9 +90,15 @@ class Metadata(Stage):
             "height": int(frame.height),
             "objects": self._objects(frame.detections),
         }
+        for fields in attr_values(frame, RECORD):
+            for key, value in fields.items():
+                record.setdefault(key, value)
+        events = [e for batch in attr_values(frame, EVENTS) for e in batch]
         with self._lock:
             self._write(record, flush=False)
             self.records_written += 1
+            for i, event in enumerate(events):
+                self._write(event, flush=i == len(events) - 1)
         return frame
 
     def write_event(self, kind: str, **fields: Any) -> None:

@@ -6,7 +6,9 @@ w, h``).  Noise is relative to the box's size (a box twice as big moves and
 jitters twice as much in pixels): standard deviations per frame are
 ``pos_std`` (process noise of positions and sizes), ``vel_std`` (of
 velocities) and ``meas_std`` (of a detection's box) times the box's width for
-x and w, and its height for y and h.  The defaults trust the motion model
+x and w, and its height for y and h; a new track's velocity starts at 0
+with ``init_vel_std`` (a tenth of its size per frame, so the first
+detections teach it the speed).  The defaults trust the motion model
 more than single detections (smooth velocities, few id switches when people
 cross); they were chosen on noisy detections of the TUD pedestrian sequences
 (tests/stages/tracking).  All arrays carry a leading axis N, one row per box.
@@ -36,12 +38,15 @@ def state_to_xyxy(state: np.ndarray) -> np.ndarray:
 class BoxKalman:
     """Predicts and corrects (N, 8) means with (N, 8, 8) covariances."""
 
-    def __init__(self, pos_std: float = 1 / 80, vel_std: float = 1 / 640, meas_std: float = 1 / 20) -> None:
-        if min(pos_std, vel_std, meas_std) <= 0:
-            raise ValueError(f"Kalman noise must be > 0, got pos_std={pos_std}, vel_std={vel_std}, meas_std={meas_std}")
+    def __init__(self, pos_std: float = 1 / 80, vel_std: float = 1 / 640, meas_std: float = 1 / 20,
+                 init_vel_std: float = 0.1) -> None:
+        if min(pos_std, vel_std, meas_std, init_vel_std) <= 0:
+            raise ValueError(f"Kalman noise must be > 0, got pos_std={pos_std}, vel_std={vel_std}, "
+                             f"meas_std={meas_std}, init_vel_std={init_vel_std}")
         self.pos_std = pos_std
         self.vel_std = vel_std
         self.meas_std = meas_std
+        self.init_vel_std = init_vel_std
         self._measure = np.eye(4, 8)
 
     @staticmethod
@@ -56,7 +61,7 @@ class BoxKalman:
         z = xyxy_to_state(xyxy)
         mean = np.concatenate([z, np.zeros_like(z)], axis=1)
         s = self._scale(mean)
-        std = np.concatenate([2 * self.pos_std * s, 10 * self.vel_std * s], axis=1)
+        std = np.concatenate([2 * self.pos_std * s, self.init_vel_std * s], axis=1)
         cov = np.zeros((len(z), 8, 8))
         idx = np.arange(8)
         cov[:, idx, idx] = std ** 2
