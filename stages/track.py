@@ -77,6 +77,8 @@ class Track(Stage):
         lost_frames: int = Field(30, ge=0, description="frames a lost track is kept for re-identification")
         lost_s: float | None = Field(None, gt=0, description="the same in seconds of source time (converted with "
                                      "the source's frame rate, 25 if unknown); overrides lost_frames")
+        duplicate_iou: float = Field(0.7, gt=0, le=1, description="an unmatched detection overlapping a matched "
+                                     "one by this IoU is a duplicate and starts no track (1: off)")
         per_class: bool = Field(True, description="a track only matches detections of its own label; false: "
                                 "class-agnostic (the label follows the latest detection)")
         labels: list[str] | None = Field(None, description="track only these labels; others pass untracked")
@@ -108,7 +110,8 @@ class Track(Stage):
         lost = p.lost_frames if p.lost_s is None else round(p.lost_s * (self.source_fps or DEFAULT_FPS))
         return TrackerConfig(high_score=p.high_score, low_score=p.low_score, new_track_score=p.new_track_score,
                              match_iou=p.match_iou, low_match_iou=p.low_match_iou,
-                             min_hits=p.min_hits, lost_frames=lost, per_class=p.per_class)
+                             min_hits=p.min_hits, lost_frames=lost, per_class=p.per_class,
+                             duplicate_iou=p.duplicate_iou)
 
     def process(self, frame: Frame) -> Frame:
         src = self._sources.get(frame.source_id)

@@ -10,7 +10,8 @@ Per detection frame (:meth:`ByteTracker.update`):
    tracks still unmatched (IoU at least ``low_match_iou``): weak detections
    keep a track going (an occluded person) but never start one;
 4. strong detections left over that score at least ``new_track_score`` start
-   tracks;
+   tracks, unless they overlap a detection matched on this frame by
+   ``duplicate_iou`` or more (a detector's second box on the same object);
 5. a track is confirmed after ``min_hits`` detection frames matched in a row
    and then gets the next id (1, 2, 3, ... with no gaps); one not yet
    confirmed that misses a detection frame is dropped; a confirmed one that
@@ -52,6 +53,7 @@ class TrackerConfig:
     min_hits: int = 2
     lost_frames: int = 30
     per_class: bool = True
+    duplicate_iou: float = 0.7
 
 
 @dataclass
@@ -163,6 +165,9 @@ class ByteTracker:
         ids = np.array([t.ids[i] if i >= 0 and t.state[i] != NEW else -1 for i in det_track], np.int64)
         # 3. new tracks from strong detections left over
         start = remaining[scores[remaining] >= c.new_track_score]
+        taken = np.flatnonzero(det_track >= 0)
+        if len(start) and len(taken) and c.duplicate_iou < 1.0:  # a second box on a matched object
+            start = start[iou_matrix(boxes[start], boxes[taken]).max(axis=1) < c.duplicate_iou]
         ended = self._forget(alive)
         if len(start):
             mean, cov = self.kalman.initiate(boxes[start])

@@ -135,3 +135,14 @@ def test_tracks_not_yet_confirmed_appear_on_predicted_frames_only_with_unmatched
                    t(frame(2, [], detected=False)).detections.track_id.tolist(),
                    t(frame(3, [moving(3)])).detections.track_id.tolist()]
         assert got == want, unmatched
+
+
+def test_a_second_box_on_a_matched_object_starts_no_track() -> None:
+    for duplicate_iou, want in ((0.7, 1), (1.0, 2)):
+        with Track(duplicate_iou=duplicate_iou) as t:
+            for s in range(3):
+                t(frame(s, [moving(s)]))
+            for s in range(3, 7):  # the detector adds an overlapping box (IoU 0.82) on the same object
+                box = moving(s)
+                t(frame(s, [box, [box[0] + 2, box[1] + 2, box[2] + 2, box[3] + 2]]))
+        assert t.counters()["ids"] == want, duplicate_iou
