@@ -49,7 +49,8 @@ class Motion(Stage):
         height: int = Field(100, ge=16, description="rows of the downscaled luma plane (columns keep the aspect)")
         threshold: int = Field(25, ge=1, le=255, description="luma difference from the background that counts "
                                "as change")
-        alpha: float = Field(0.02, gt=0, le=1, description="background update rate per frame (running average)")
+        alpha: float = Field(0.1, gt=0, le=1, description="background update rate per frame (running average); "
+                             "an object that stops becomes background after about 2 / alpha frames")
         blur: int = Field(3, ge=0, description="Gaussian blur kernel (odd; 0: none) before comparing")
         dilate: int = Field(2, ge=0, description="dilation iterations (3x3) joining nearby changed pixels")
         min_area: float = Field(0.0005, ge=0, lt=1, description="smallest motion region, fraction of the frame")
