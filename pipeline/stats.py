@@ -118,7 +118,7 @@ class RunSummary:
             if s.reconnect_s:
                 notes.append(f"reconnected {len(s.reconnect_s)}x (down {min(s.reconnect_s):.1f}-"
                              f"{max(s.reconnect_s):.1f} s)")
-            notes.extend(f"{stage}: {_flat(counts)}" for stage, counts in s.counters.items())
+            notes.extend(f"{stage}: {_flat(counts)}" for stage, counts in s.counters.items() if _flat(counts))
             if s.error:
                 notes.append(f"error: {s.error}")
             lines.extend(f"  {n}" for n in notes)

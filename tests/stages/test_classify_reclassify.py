@@ -93,24 +93,6 @@ def test_reclassify_runs_every_n_frames_and_objects_keep_their_last_attributes(
         assert value == pytest.approx(10 * ran, abs=1.0)
 
 
-def test_reclassify_other_than_one_needs_a_track_stage_before() -> None:
-    from pipeline.config import ConfigError, parse_config
-    from pipeline.graph import build_graph
-
-    text = """
-pipelines:
-  p:
-    stages:
-      - {name: decode, type: decode}
-      - {name: det, type: detect, params: {model: m.xml, decoder: blazeface}}
-      - {name: landmarks, type: classify, params: {model: m.xml, decoder: face_landmarks, on: [face], reclassify: 0}}
-"""
-    spec = parse_config(text, "p.yaml", check_files=False).get("p")
-    with pytest.raises(ConfigError, match=r"stage 'landmarks': field 'reclassify': no stage before it provides "
-                                          r"tracks \(e.g. type: track\)"):
-        build_graph(spec, "p.yaml")
-
-
 def test_landmarks_move_with_the_box_between_runs() -> None:
     mesh = FaceMesh(landmarks=np.array([[10.0, 10.0], [30.0, 50.0]], np.float32), presence=0.9)
     moved = FaceLandmarks().carry(mesh, np.array([10, 10, 30, 50]), np.array([20, 10, 60, 90]))

@@ -5,30 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.config import parse_config
+from pipeline.config import apply_overrides, parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
-
-PIPELINE = """
-pipelines:
-  faces:
-    stages:
-      - {name: decode, type: decode}
-      - {name: detect, type: detect, params: {model: mediapipe/face_detection_short_range, decoder: blazeface}}
-      - {name: track, type: track}
-      - {name: metadata, type: metadata}
-  persons:
-    stages:
-      - {name: decode, type: decode}
-      - {name: detect, type: detect, params: {model: mediapipe/pose_detection, decoder: pose}}
-      - {name: track, type: track, params: {min_hits: 4}}
-      - {name: metadata, type: metadata}
-"""
+from tests.bench.intervals import PIPELINES  # faces (with face mesh) and persons, each with track and metadata
 
 
-def tracked(name: str, clip: Path, tmp_path: Path) -> list[list[int]]:
+def tracked(name: str, clip: Path, tmp_path: Path, sets: list[str] = ()) -> list[list[int]]:
     """Track ids per frame (confirmed tracks only), from the JSON Lines."""
-    graph = build_graph(parse_config(PIPELINE, "p.yaml").get(name), "p.yaml")
+    spec = apply_overrides(parse_config(PIPELINES, "p.yaml").get(name), list(sets))
+    graph = build_graph(spec, "p.yaml")
     summary = run_pipeline(graph, [str(clip)], RunOptions(output_dir=tmp_path, handle_signals=False))
     assert summary.error is None
     records = [json.loads(line) for line in (tmp_path / f"{clip.stem}.jsonl").read_text().splitlines()]
@@ -51,7 +37,7 @@ def test_one_person_id_per_person_who_enters(videos_dir: Path, tmp_path: Path) -
     ``min_hits: 4``: the pose detector gives a person who steps in close to the camera a head-sized
     box for two or three frames before the whole-body box (IoU near 0), which must not count as
     someone else."""
-    ids = tracked("persons", videos_dir / "one-by-one-person-detection.mp4", tmp_path)
+    ids = tracked("persons", videos_dir / "one-by-one-person-detection.mp4", tmp_path, ["track.min_hits=4"])
     people = 6
     first = {}
     for seq, frame_ids in enumerate(ids):

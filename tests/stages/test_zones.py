@@ -11,7 +11,6 @@ import pytest
 
 from pipeline.config import ConfigError, parse_config
 from pipeline.frame import EVENTS, OVERLAY, RECORD, TRACKS_ENDED, Detections, Frame
-from pipeline.graph import build_graph
 from stages.metadata import Metadata
 from stages.zones import Zones
 
@@ -207,26 +206,3 @@ def test_pixel_coordinates_outside_the_frame_fail_on_the_first_frame() -> None:
         with pytest.raises(ValueError, match=r"^lines.l.points\[1\] = \[500, 10\] is outside the frame "
                                              r"\(the frame is 400x300 px\)$"):
             z(Frame.from_image(IMAGE, "cam", 0))
-
-
-def test_zones_without_a_track_stage_before_is_a_graph_error() -> None:
-    text = """
-pipelines:
-  p:
-    stages:
-      - {name: decode, type: decode}
-      - {name: det, type: detect, params: {model: m.xml, decoder: blazeface}}
-      - {name: counting, type: zones, params: {lines: {l: {points: [[0, 0.5], [1, 0.5]]}}}}
-"""
-    spec = parse_config(text, "p.yaml", check_files=False).get("p")
-    with pytest.raises(ConfigError, match=r"^p.yaml:7: pipeline 'p' stage 'counting': field 'inputs': no stage before "
-                                          r"it provides tracks \(e.g. type: track\); before it: decode, det$"):
-        build_graph(spec, "p.yaml")
-
-
-def test_track_without_a_detector_before_is_a_graph_error() -> None:
-    text = "pipelines:\n  p:\n    stages:\n      - {name: decode, type: decode}\n      - {name: t, type: track}\n"
-    spec = parse_config(text, "p.yaml", check_files=False).get("p")
-    with pytest.raises(ConfigError, match=r"^p.yaml:5: pipeline 'p' stage 't': field 'inputs': no stage before it "
-                                          r"provides detections \(e.g. type: detect\); before it: decode$"):
-        build_graph(spec, "p.yaml")
