@@ -19,23 +19,14 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-def _default_config() -> str:
-    from .config import DEFAULT_CONFIG
-
-    here = Path(DEFAULT_CONFIG)
-    if here.is_file():
-        return str(here)
-    bundled = Path(__file__).resolve().parents[1] / DEFAULT_CONFIG
-    return str(bundled) if bundled.is_file() else DEFAULT_CONFIG
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vapipe", description="Video analytics pipelines on OpenVINO.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("--config", default=None, help="pipeline file (default: ./pipelines.yaml)")
+        sp.add_argument("--config", default=None,
+                        help="pipeline file (default: $VAPIPE_CONFIG, else ./pipelines.yaml, else the shipped one)")
         return sp
 
     with_config(sub.add_parser("list", help="pipelines and their descriptions"))
@@ -63,20 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cores", type=int, default=None, metavar="N",
                    help="cores vapipe may use; threads of decoders, OpenVINO and OpenCV are planned to fit "
                         "(default: the process's CPU affinity; 0: leave every runtime at its own defaults)")
+    r.add_argument("--priority", action="append", default=[], metavar="N=LEVEL",
+                   help="priority of the N-th --source on models the cameras share: high, normal (default) or "
+                        "low; when a shared model is saturated, higher priorities start first")
+    r.add_argument("--min-fps", type=float, default=0.0, metavar="FPS",
+                   help="with --priority: the rate every camera is guaranteed however busy the models are")
+    r.add_argument("--replan", action="store_true",
+                   help="when the run shows the thread plan does not fit (cores idle while a stage waits), "
+                        "plan again from the observed costs and apply it (once)")
     r.add_argument("--overrides", default=None, metavar="FILE",
                    help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
 
-    b = with_config(sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops and the machine's limits"))
-    b.add_argument("name")
-    b.add_argument("--source", required=True, metavar="URI", help="video file")
-    b.add_argument("--cameras", type=int, default=1, metavar="N", help="run N copies of the source at once")
-    b.add_argument("--frames", type=int, default=None, metavar="N", help="frames per camera (default: the whole "
-                   "source; longer sources loop)")
-    b.add_argument("--out", default="bench-output", metavar="DIR", help="where bench.json and bench.png go")
-    b.add_argument("--rounds", type=int, default=3, metavar="R", help="rounds (median reported)")
-    b.add_argument("--modes", default=None, metavar="M,M",
-                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,vapipe-unplanned,"
-                        "decode-alone,infer-alone")
+    # `vapipe bench` is the bench package's (a tools layer on the core): its arguments are handed over.
+    b = sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops, peers and the machine's limits",
+                       add_help=False, prefix_chars="\0")
+    b.add_argument("argv", nargs=argparse.REMAINDER)
 
     t = with_config(sub.add_parser("tune", help="search requests, streams, decoder threads and resize for a source"))
     t.add_argument("name")
@@ -101,12 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
     d.add_argument("--cores", type=int, default=None, metavar="N", help="plan for N cores")
     d.add_argument("--sources", type=int, default=1, metavar="N", help="plan for N sources")
+    d.add_argument("--source", action="append", default=None, metavar="URI",
+                   help="plan for these sources (their decode cost is measured); repeat for several")
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     dv = sub.add_parser("devices", help="OpenVINO devices and their key properties")
     dv.add_argument("--device", default=None, metavar="DEV",
                     help="also compile a tiny model on DEV (e.g. AUTO:CPU, BATCH:CPU(4)) and show what it resolves to")
     dv.add_argument("--hint", default="THROUGHPUT", choices=["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"])
     dv.add_argument("--json", action="store_true", help="print as JSON")
+
+    sv = sub.add_parser("serve", help="REST API (DL Streamer Pipeline Server's), MQTT, metrics and a live page "
+                        "(needs the serve extra; vapipe serve --help)", add_help=False)
+    sv.add_argument("serve_args", nargs=argparse.REMAINDER)
 
     m = sub.add_parser("models", help="fetch and list models")
     msub = m.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -117,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "serve" in argv and all(a == "--debug" for a in argv[:argv.index("serve")]):
+        at = argv.index("serve")  # serve parses its own options (vapipe serve --help)
+        argv = [*argv[:at], "serve", *(["--"] if argv[at + 1:] else []), *argv[at + 1:]]
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -139,16 +141,32 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "serve":  # the service package is imported only here (the core never needs it)
+        try:
+            from service.cli import main as serve_main
+        except ImportError as exc:
+            raise CliError(f"vapipe serve needs the serve extra: pip install 'vapipe[serve]' ({exc})") from None
+        rest = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+        return serve_main([*rest, *(["--debug"] if args.debug else [])])
     if args.command == "models":
         return _cmd_models(args)
     if args.command == "devices":
         return _cmd_devices(args)
-    from .config import load_config
+    if args.command == "bench":
+        from bench.cli import main as bench_main
 
-    config_path = args.config or _default_config()
+        from .pipeline_file import find_pipeline_file
+
+        return bench_main(args.argv, default_config=find_pipeline_file().path)
+    from .config import load_config
+    from .pipeline_file import find_pipeline_file
+
+    pipeline_file = find_pipeline_file(args.config)
+    config_path = pipeline_file.path
     if args.command == "list":
         cfg = load_config(config_path, check_files=False)
         width = max((len(n) for n in cfg.pipelines), default=0)
+        print(f"# from {pipeline_file.describe()}")
         for name, spec in cfg.pipelines.items():
             print(f"{name:<{width}}  {spec.description}")
         return EXIT_OK
@@ -170,16 +188,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args, config_path)
     if args.command == "doctor":
         return _cmd_doctor(args, config_path)
-    if args.command == "bench":
-        from .bench import MODES, format_table, run_bench
-
-        modes = tuple(m.strip() for m in args.modes.split(",")) if args.modes else MODES
-        result = run_bench(args.name, args.source, cameras=args.cameras, frames=args.frames, out=args.out,
-                           rounds=args.rounds, config=config_path, modes=modes,
-                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print(format_table(result))
-        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
-        return EXIT_OK
     if args.command == "quantize":
         from .quantize import quantize_detector
 
@@ -188,7 +196,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(result.summary())
         return EXIT_OK
     if args.command == "tune":
-        from .tune import run_tune
+        from bench.tune import run_tune
 
         print(run_tune(args.name, args.source, cameras=args.cameras, budget_s=args.budget_s, frames=args.frames,
                        out=args.out, config=config_path,
@@ -214,7 +222,7 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
 
     if args.cores is not None and args.cores < 1:
         raise CliError(f"--cores must be >= 1, got {args.cores}")
-    info = collect(args.pipeline, args.cores, max(1, args.sources), config_path)
+    info = collect(args.pipeline, args.cores, args.source or max(1, args.sources), config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
     return EXIT_OK
 
@@ -269,8 +277,10 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
     from .trace import Tracer
 
+    priorities = _priorities(args.priority, args.min_fps, len(args.source))
     opts = RunOptions(output_dir=Path(args.output), sync=args.sync, capture_delay_ms=args.capture_delay_ms,
-                      max_frames=args.max_frames, requests=args.requests, cores=args.cores,
+                      max_frames=args.max_frames, requests=args.requests, cores=args.cores, replan=args.replan,
+                      priorities=priorities,
                       trace=Tracer() if args.trace else None)
     progress = None if args.no_progress or args.json else _Progress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
@@ -286,6 +296,24 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         print(f"vapipe: error: {summary.error}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _priorities(given: list[str], min_fps: float, sources: int) -> list[Any] | None:
+    """``--priority N=LEVEL`` options -> one SourcePriority per source (None: none given)."""
+    from .arbiter import LEVELS, SourcePriority
+
+    if not given and not min_fps:
+        return None
+    if min_fps < 0:
+        raise CliError(f"--min-fps must be >= 0, got {min_fps}")
+    levels = ["normal"] * sources
+    for item in given:
+        index, _, level = item.partition("=")
+        if not index.isdigit() or not 1 <= int(index) <= sources or level not in LEVELS:
+            raise CliError(f"--priority {item!r}: expected N=LEVEL with N in 1..{sources} (the --source "
+                           f"order) and LEVEL one of {', '.join(LEVELS)}")
+        levels[int(index) - 1] = level
+    return [SourcePriority(level, min_fps) for level in levels]
 
 
 class _Progress:

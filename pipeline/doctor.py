@@ -174,9 +174,10 @@ def _torch() -> dict[str, Any] | None:
             "interop_threads": torch.get_num_interop_threads()}
 
 
-def collect(pipeline: str | None = None, cores: int | None = None, sources: int = 1,
+def collect(pipeline: str | None = None, cores: int | None = None, sources: int | list[str] = 1,
             config_path: str | None = None, compile_probe: bool = True) -> dict[str, Any]:
-    """Everything the report shows, as plain data."""
+    """Everything the report shows, as plain data.  ``sources``: URIs to plan for (their
+    decode cost is measured or read from the cost cache), or only how many."""
     from .threads import plan_threads
 
     info: dict[str, Any] = {"python": sys.version.split()[0], "cores": _cores(),
@@ -190,15 +191,19 @@ def collect(pipeline: str | None = None, cores: int | None = None, sources: int 
 
         cfg = load_config(config_path, check_files=False) if config_path else None
         if cfg is None:
-            from .cli import _default_config
+            from .pipeline_file import find_pipeline_file
 
-            config_path = _default_config()
+            config_path = find_pipeline_file().path
             cfg = load_config(config_path, check_files=False)
         graph = build_graph(cfg.get(pipeline), config_path)
-        plan = plan_for_graph(graph, sources, cores)
+        from .costs import CostCache, check_key
+
+        cache = CostCache()
+        plan = plan_for_graph(graph, sources, cores, costs=cache)
         info["plan"] = {"pipeline": pipeline, "summary": plan.summary(), **plan.as_dict()}
+        info["last_check"] = cache.get(check_key(pipeline))
     else:
-        plan = plan_threads(cores, sources, ())
+        plan = plan_threads(cores, sources if isinstance(sources, int) else len(sources), ())
         info["plan"] = {"pipeline": None, "summary": plan.summary(), **plan.as_dict()}
     info["warnings"] = warnings_for(info)
     return info
@@ -220,10 +225,12 @@ def warnings_for(info: dict[str, Any]) -> list[str]:
         if n > have:
             out.append(f"{key}={value} is larger than the {have} cores available: oversubscription")
     plan = info.get("plan")
-    if plan and plan["busy_threads"] > plan["cores"]:
-        why = [n for n in plan["notes"] if "oversubscribed" in n]
-        out.append(f"thread plan needs {plan['busy_threads']} busy threads on {plan['cores']} cores: "
-                   f"oversubscription" + (f" ({why[0]})" if why else ""))
+    if plan and plan.get("oversubscribed"):
+        out.append(f"thread plan: threads set by the user ({', '.join(plan['user_set'])}) exceed the "
+                   f"{plan['cores']} cores: oversubscription")
+    last = info.get("last_check")
+    if last and str(last.get("status", "")).startswith("plan does not fit"):
+        out.append(f"last run of {plan['pipeline']}: {last['status']}")
     if cores > have:
         out.append(f"--cores {cores} is more than the {have} cores this process may use")
     cv = info["opencv"]["threads"]
@@ -289,10 +296,13 @@ def format_report(info: dict[str, Any]) -> str:
         lines.append(f"  threads: {t['threads']} intra-op, {t['interop_threads']} inter-op")
     plan = info["plan"]
     lines.append(f"plan{' for ' + plan['pipeline'] if plan['pipeline'] else ''} ({plan['sources']} source(s))")
-    lines.append(f"  {plan['summary']}")
+    lines += [f"  {line}" for line in plan["summary"].splitlines()]
     for name, cfg in plan["infer"].items():
         lines.append(f"  {name}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
     lines += [f"  note: {n}" for n in plan["notes"]]
+    last = info.get("last_check")
+    if last:
+        lines.append(f"  last run: {last.get('status')}")
     lines += [f"warning: {w}" for w in info["warnings"]]
     return "\n".join(lines)
 

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .ov_errors import ov_reason as _ov_reason
+
 __all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
 
 DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
@@ -46,10 +48,12 @@ class InputSpec:
     size: tuple[int, int] | None = None  # (height, width) for models with dynamic spatial dims; width -1 keeps it dynamic
     #: Engine-side resize: the host passes full-size frames of this (height, width) and the
     #: compiled model scales them (bilinear, on uint8) to ``inner`` (height, width, default the
-    #: model's size), then pads with zeros at (top, left) to the model's size (letterbox).
+    #: model's size), then pads with ``pad_value`` (pixel units, before mean and scale) at
+    #: (top, left) to the model's size (letterbox).
     resize_from: tuple[int, int] | None = None
     inner: tuple[int, int] | None = None
     pad_top_left: tuple[int, int] = (0, 0)
+    pad_value: float = 0.0
 
 
 @dataclass
@@ -64,24 +68,44 @@ class LoadedModel:
     output_names: list[str]
     optimal_requests: int
     metadata: dict[str, str] = field(default_factory=dict)
+    _arbiter: Any = field(default=None, repr=False)
+    _arbiter_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def create_pool(self, num_requests: int = 0) -> RequestPool:
-        """A pool of ``num_requests`` requests (0: the device's optimal number, at least 2)."""
+    def create_pool(self, num_requests: int = 0, priority: Any = None) -> RequestPool:
+        """A pool of ``num_requests`` requests (0: the device's optimal number, at least 2).
+        With a ``priority`` (:class:`pipeline.arbiter.SourcePriority`) the pool's starts are
+        ordered against other cameras' by the model's :class:`pipeline.arbiter.RequestArbiter`."""
         n = num_requests if num_requests > 0 else max(2, self.optimal_requests)
-        return RequestPool(self, n)
+        return RequestPool(self, n, priority)
+
+    def arbiter(self) -> Any:
+        """The model's request arbiter (created on first use; ``optimal_requests`` at once)."""
+        with self._arbiter_lock:
+            if self._arbiter is None:
+                from .arbiter import RequestArbiter
+
+                self._arbiter = RequestArbiter(self.optimal_requests)
+            return self._arbiter
 
 
 class Job:
     """One inference started on a request; ``result`` is set once finished."""
 
-    __slots__ = ("request", "postprocess", "result", "done", "error")
+    __slots__ = ("request", "postprocess", "result", "done", "error", "arbiter")
 
-    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any]) -> None:
+    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any], arbiter: Any = None) -> None:
         self.request = request
         self.postprocess = postprocess
         self.result: Any = None
         self.done = False
         self.error: BaseException | None = None
+        self.arbiter = arbiter  # holds a slot of this arbiter until finished
+
+    def release(self) -> None:
+        """Give back the arbiter slot the job holds (once)."""
+        if self.arbiter is not None:
+            self.arbiter.release()
+            self.arbiter = None
 
 
 class _Request:
@@ -139,9 +163,11 @@ class RequestPool:
     request's buffers, valid only during the call) and returns the result.
     """
 
-    def __init__(self, model: LoadedModel, num_requests: int) -> None:
+    def __init__(self, model: LoadedModel, num_requests: int, priority: Any = None) -> None:
         self.model = model
         self.size = 0
+        self.priority = priority
+        self._arbiter = model.arbiter() if priority is not None else None
         self._idle: list[_Request] = []
         self._inflight: deque[Job] = deque()
         self.grow(num_requests)
@@ -165,14 +191,29 @@ class RequestPool:
         if image.ndim == 3:
             image = image[None]
         keep = slot.feed(image)
+        if self._arbiter is not None:
+            try:
+                self._arbiter.acquire(self.priority, self.finish_completed)
+            except BaseException:
+                self._idle.append(slot)
+                raise
         slot.request.start_async()
-        job = Job(slot, postprocess)
+        job = Job(slot, postprocess, self._arbiter)
         job.result = keep  # keeps a shared input alive while the request reads it
         self._inflight.append(job)
         return job
 
     def is_done(self, job: Job) -> bool:
         return job.done or job.request.request.wait_for(0)
+
+    def finish_completed(self) -> None:
+        """Finish every job whose request is done (results and errors stay on the jobs)."""
+        for job in list(self._inflight):
+            if not job.done and self.is_done(job):
+                try:
+                    self.finish(job)
+                except Exception:  # noqa: BLE001 - kept on the job for whoever asks
+                    pass
 
     def finish(self, job: Job) -> Any:
         """Wait for ``job`` and return its post-processed result."""
@@ -181,7 +222,10 @@ class RequestPool:
                 raise job.error
             return job.result
         slot: _Request = job.request
-        slot.request.wait()
+        try:
+            slot.request.wait()
+        finally:
+            job.release()
         self._inflight.remove(job)
         job.done = True
         job.result = None
@@ -245,8 +289,9 @@ class Engine:
         self.default_config: dict[str, Any] = {}
 
     def load(self, path: str | os.PathLike[str], spec: InputSpec, device: str = "CPU",
-             hint: str = "THROUGHPUT", config: dict[str, Any] | None = None) -> LoadedModel:
-        """Read, add preprocessing to, and compile a model (cached per arguments)."""
+             hint: str = "THROUGHPUT", config: dict[str, Any] | None = None, keep: bool = True) -> LoadedModel:
+        """Read, add preprocessing to, and compile a model (cached per arguments; ``keep=False``
+        compiles without adding the result to the cache, e.g. for a one-off measurement)."""
         path = Path(path)
         validate_device(device)
         from .devices import unavailable_reason
@@ -263,19 +308,28 @@ class Engine:
             if hit is not None:
                 return hit
             model = self._compile(path, spec, device, hint, merged)
-            self._models[key] = model
+            if keep:
+                self._models[key] = model
             return model
 
-    def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
-                 config: dict[str, Any]) -> LoadedModel:
-
+    def read_model(self, path: str | os.PathLike[str]) -> Any:
+        """The ``openvino.Model`` in ``path`` (not compiled); a missing, corrupt or unknown file
+        is an :class:`EngineError` naming it."""
+        path = Path(path)
         if not path.is_file():
             raise EngineError(f"model file not found: {path}")
         _check_model_file(path)
         try:
-            model = self.core.read_model(str(path))
+            return self.core.read_model(str(path))
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
-            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}") from None
+            hint = (f" (expected the weights in {path.with_suffix('.bin')}, as OpenVINO writes them)"
+                    if path.suffix.lower() == ".xml" and "bin" in str(exc) else "")
+            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}{hint}") from None
+
+    def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
+                 config: dict[str, Any]) -> LoadedModel:
+
+        model = self.read_model(path)
         if len(model.inputs) != 1:
             raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1")
         metadata = _onnx_metadata(model)
@@ -336,7 +390,7 @@ def _check_model_file(path: Path) -> None:
     if framework is None:
         raise EngineError(f"model {path}: unknown model format {path.suffix or '(no suffix)'!r}; expected "
                           f"{', '.join(MODEL_FORMATS)}")
-    if framework not in ("onnx", "tflite"):
+    if framework not in ("onnx", "tflite", "ir"):
         return
     try:
         from openvino.frontend import FrontEndManager
@@ -345,8 +399,9 @@ def _check_model_file(path: Path) -> None:
     except Exception:  # noqa: BLE001 - cannot tell: read_model decides
         return
     if not ok:
-        raise EngineError(f"model {path} is not a valid {'ONNX' if framework == 'onnx' else 'TensorFlow Lite'} "
-                          "model file")
+        what = {"onnx": "ONNX model file", "tflite": "TensorFlow Lite model file",
+                "ir": "OpenVINO IR (.xml with its .bin beside it)"}[framework]
+        raise EngineError(f"model {path} is not a valid {what}")
 
 
 def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple[int, int]) -> Any:
@@ -371,7 +426,8 @@ def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple
         pre.convert_element_type(ov.Type.f32)  # OpenVINO pads float tensors only
         if (ih, iw) != (h, w):
             top, left = spec.pad_top_left
-            pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], 0.0, PaddingMode.CONSTANT)
+            pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], float(spec.pad_value),
+                    PaddingMode.CONSTANT)
     else:
         pre.convert_element_type(ov.Type.f32)
     if spec.host_color != spec.model_color:
@@ -383,17 +439,6 @@ def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple
     for i in range(len(model.outputs)):
         ppp.output(i).tensor().set_element_type(ov.Type.f32)
     return ppp.build()
-
-
-def _ov_reason(exc: BaseException) -> str:
-    """The informative line of an OpenVINO exception (they start with source locations)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not ln.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
-              and "src/" not in ln]
-    useful = useful or lines or [type(exc).__name__]
-    # "FrontEnd API failed with OpConversionFailure:" says why on the next line
-    reason = " ".join(useful[:2]) if useful[0].endswith(":") else useful[0]
-    return reason[:300]
 
 
 def _onnx_metadata(model: Any) -> dict[str, str]:

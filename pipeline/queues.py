@@ -33,6 +33,9 @@ class BoundedQueue:
         self.stop = stop
         self.dropped = 0
         self.full_puts = 0  # puts that found the queue full (waited, or dropped an item)
+        self.puts = 0
+        self.put_wait_s = 0.0  # time producers spent waiting for room
+        self.get_wait_s = 0.0  # time consumers spent waiting for an item
         self.keep = keep  # items for which keep(item) is true are never dropped (markers)
         self._items: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition()
@@ -40,14 +43,19 @@ class BoundedQueue:
     def put(self, item: Any, timeout: float = 0.1) -> None:
         """Add ``item``; blocks (policy ``block``) until there is room or the run stops."""
         with self._cond:
+            self.puts += 1
             if len(self._items) >= self.maxsize:
                 self.full_puts += 1
-            while len(self._items) >= self.maxsize:
-                if self.policy == "drop_oldest" and self._drop_one():
-                    break
-                if self.stop.is_set():
-                    raise Closed
-                self._cond.wait(timeout)
+                t0 = time.monotonic()
+                try:
+                    while len(self._items) >= self.maxsize:
+                        if self.policy == "drop_oldest" and self._drop_one():
+                            break
+                        if self.stop.is_set():
+                            raise Closed
+                        self._cond.wait(timeout)
+                finally:
+                    self.put_wait_s += time.monotonic() - t0
             self._items.append(item)
             self._cond.notify_all()
 
@@ -72,16 +80,21 @@ class BoundedQueue:
         """
         deadline = None if give_up_after is None else time.monotonic() + give_up_after
         with self._cond:
-            while not self._items:
-                if self.stop.is_set():
-                    raise Closed
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return EMPTY
-                    self._cond.wait(min(timeout, left))
-                    continue
-                self._cond.wait(timeout)
+            if not self._items:
+                t0 = time.monotonic()
+                try:
+                    while not self._items:
+                        if self.stop.is_set():
+                            raise Closed
+                        if deadline is not None:
+                            left = deadline - time.monotonic()
+                            if left <= 0:
+                                return EMPTY
+                            self._cond.wait(min(timeout, left))
+                            continue
+                        self._cond.wait(timeout)
+                finally:
+                    self.get_wait_s += time.monotonic() - t0
             item = self._items.popleft()
             self._cond.notify_all()
             return item

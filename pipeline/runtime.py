@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
+from .arbiter import SourcePriority
 from .priority import YieldWhileAhead
 from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
@@ -64,6 +65,9 @@ class RunOptions:
     switch_interval_s: float | None = 0.0005
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
     cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
+    replan: bool = False                   # apply a new thread plan when the observed costs call for one
+    #: per source (same order): priority on shared models (pipeline/arbiter.py); None: all alike
+    priorities: "list[SourcePriority] | None" = None
 
 
 class GraphExecutor:
@@ -190,7 +194,8 @@ class GraphExecutor:
 class _Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
-                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None]) -> None:
+                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
+                 priority: SourcePriority | None = None) -> None:
         self.graph = graph
         self.opts = opts
         self.uri = uri
@@ -211,6 +216,12 @@ class _Camera:
             st.source_id = source_id
             st.output_dir = opts.output_dir  # type: ignore[attr-defined]
         self.source = self.stages[graph.source]
+        self.priority = priority
+        if priority is not None:
+            priority.name = source_id
+            for st in self.stages.values():
+                if isinstance(st, InferStage):
+                    st.priority = priority
         # Convert each frame to full-size BGR once, on the decoder thread, when any
         # stage reads full-resolution pixels; otherwise stages scale from the planes.
         self.needs_image = any(st.needs_image for st in self.stages.values())
@@ -235,6 +246,9 @@ class _Camera:
         self._down_since: float | None = None
         self.multi_camera = False
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
+        self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
+        #: called on the worker thread with (source_id, frame) for every frame leaving the graph
+        self.on_frame: Callable[[str, Frame], None] | None = None
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
@@ -319,6 +333,7 @@ class _Camera:
             time.sleep(self.opts.capture_delay_ms / 1000.0)
 
     def reader(self) -> None:
+        self.native_ids["read"] = threading.get_native_id()
         try:
             tracer = self.opts.trace
             index = 0
@@ -341,6 +356,7 @@ class _Camera:
             self.units.put_final(_END)
 
     def decoder(self) -> None:
+        self.native_ids["decode"] = threading.get_native_id()
         priority = YieldWhileAhead(self.frames, self.decoder_nice)
         try:
             while True:
@@ -369,6 +385,7 @@ class _Camera:
             self.frames.put_final(_END)
 
     def worker(self) -> None:
+        self.native_ids["work"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
                                  self._output, self.on_error, self.opts.trace, self.source_id)
         try:
@@ -394,6 +411,7 @@ class _Camera:
 
     def sync_loop(self) -> None:
         """Read, decode and process on one thread; one request, no overlap."""
+        self.native_ids["sync"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
                                  self.opts.trace, self.source_id)
         try:
@@ -419,10 +437,13 @@ class _Camera:
 
     def _output(self, frame: Frame) -> None:
         self.stats.frame_out(frame.captured_ns)
+        if self.on_frame is not None:
+            self.on_frame(self.source_id, frame)
 
     def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
         """A live source changed state: count it, log it, and write it to the sinks."""
         with self.stats.lock:
+            self.stats.state = state
             self.stats.events[state] = self.stats.events.get(state, 0) + 1
             if state == "streaming" and self._down_since is not None:  # also when the first retry worked
                 self.stats.reconnect_s.append(time.monotonic() - self._down_since)
@@ -473,7 +494,7 @@ def source_ids(uris: list[str]) -> list[str]:
     """Short unique names for sources (file stem, scene name, host/path)."""
     out: list[str] = []
     for uri in uris:
-        base = uri.rstrip("/").split("?")[0]
+        base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
         stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
         name, k = stem, 2
         while name in out:
@@ -486,92 +507,48 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                  progress: Callable[[list[SourceStats]], None] | None = None) -> RunSummary:
     """Run ``graph`` on every source concurrently; returns the summary (never raises
     for stage failures: ``summary.error`` holds the one-line reason)."""
+    from .plan_check import PlanCheck
+    from .session import Session
+
     opts = opts or RunOptions()
     if not sources:
         raise ValueError("no source given; pass at least one --source")
-    opts.output_dir.mkdir(parents=True, exist_ok=True)
-    stop_sources = threading.Event()
-    abort = threading.Event()
-    failures: list[str] = []
-    fail_lock = threading.Lock()
-
-    def report_failure(msg: str) -> None:
-        with fail_lock:
-            failures.append(msg)
-        abort.set()
-
-    from .threads import apply_global, plan_for_graph, plan_overrides
-
-    plan = plan_for_graph(graph, len(sources), opts.cores, opts.overrides)  # user-set values win
-    opts = replace(opts, overrides=plan_overrides(plan, graph, opts.overrides))
-    stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
-    started = time.monotonic()
-    cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure)
-               for uri, sid in zip(sources, source_ids(sources))]
-    for cam in cameras:
-        cam.multi_camera = len(cameras) > 1
-        cam.decoder_nice = plan.decoder_nice
+    priorities = list(opts.priorities or [])
+    if priorities and len(priorities) != len(sources):
+        raise ValueError(f"{len(priorities)} priorities for {len(sources)} sources; give one per source")
+    if not any(p.level != "normal" or p.min_fps for p in priorities):
+        priorities = []  # all alike: no arbitration
+    session = Session(graph, opts, expected_sources=len(sources))
     signalled = threading.Event()
-    restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
-    threads: list[threading.Thread] = []
-    old_interval = sys.getswitchinterval()
-    if opts.switch_interval_s:
-        sys.setswitchinterval(opts.switch_interval_s)
-    restore_threads = apply_global(plan)
+    restore = _install_signals(session.stop_sources, signalled) if opts.handle_signals else None
+    check: PlanCheck | None = None
     try:
-        for cam in cameras:
-            try:
-                cam.open()
-            except Exception as exc:  # noqa: BLE001
-                report_failure(str(exc) if isinstance(exc, StageFailure) else _one_line(exc, cam.source_id))
-                break
-        if not abort.is_set():
-            for cam in cameras:
-                threads.extend(cam.threads())
-            for t in threads:
-                t.start()
-            stop_at: float | None = None
-            while any(t.is_alive() for t in threads):
+        try:
+            session.add_sources(list(sources), priorities or None)
+        except StageFailure as exc:
+            session.failures.append(str(exc))
+        else:
+            check = PlanCheck(session.plan, session.cameras(), pipeline=graph.spec.name, uris=list(sources),
+                              replan=opts.replan, cache=session.costs)
+            while not session.wait(0.25):
                 if progress is not None:
-                    progress([c.stats for c in cameras])
-                if abort.is_set() or stop_sources.is_set():
-                    for c in cameras:
-                        c.halt_reading.set()
-                    if stop_sources.is_set() and stop_at is None:
-                        stop_at = time.monotonic() + opts.stop_deadline_s
-                    if stop_at is not None and time.monotonic() > stop_at:
-                        abort.set()
-                for t in threads:
-                    t.join(timeout=0.25)
-                    break
+                    progress([c.stats for c in session.cameras()])
+                if not opts.sync:
+                    check.sample()
             if progress is not None:
-                progress([c.stats for c in cameras])
+                progress([c.stats for c in session.cameras()])
     finally:
-        for c in cameras:
-            c.halt_reading.set()
-        abort.set()  # nothing may block from here on
-        for t in threads:
-            t.join(timeout=opts.stop_deadline_s)
-        for c in cameras:
-            c.close()
-            c.collect_counters()
-            c.stats.dropped += c.units.dropped + c.frames.dropped
-            c.stats.decode_errors = getattr(c.source, "decode_errors", 0)
+        summary = session.close()
         if restore is not None:
             restore()
-        sys.setswitchinterval(old_interval)
-        restore_threads()
-    outputs: list[str] = []
-    for c in cameras:
-        for st in c.stages.values():
-            path = getattr(st, "path", None) if st.kind == "sink" else None
-            if path is not None:
-                outputs.append(str(path))
-    return RunSummary(pipeline=graph.spec.name, mode="sync" if opts.sync else "async",
-                      sources=[c.stats for c in cameras], stages=stage_stats,
-                      wall_s=time.monotonic() - started,
-                      error=(failures or [c.stats.error for c in cameras if c.stats.error] or [None])[0],
-                      stopped_by_signal=signalled.is_set(), outputs=outputs, threads=plan.summary())
+        if check is not None:
+            check.store()
+    summary.stopped_by_signal = signalled.is_set()
+    summary.plan = session.plan.as_dict()
+    if check is not None:
+        summary.plan_check = check.result
+        summary.plan_check_text = "\n".join(check.summary_lines())
+    return summary
 
 
 def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:

@@ -105,6 +105,12 @@ class Stage:
         self.ensure_open()
         return self.process(frame)
 
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Any] | None:
+        """For a stage with a thread pool of its own whose ``threads`` parameter the thread plan
+        sets (an encoder): a cost-cache key and a no-argument callable returning the CPU ms of
+        one frame of ``source_wh`` on one thread.  None for other stages."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -112,16 +118,63 @@ class Stage:
 class InferStage(Stage):
     """A stage whose work runs asynchronously on an inference engine.
 
-    Subclasses implement :meth:`start` (begin work on a frame; may block only
-    while every request of this stage is busy) and :meth:`finish_ready`/
-    :meth:`finish_all` through the helper :class:`pipeline.engine.OrderedRequests`.
-    Frames leave :meth:`poll` and :meth:`drain` in the order they were submitted,
-    including frames the stage decided not to run inference on.
+    Subclasses implement four hooks, usually on a :class:`pipeline.engine.RequestPool`:
+
+    * :meth:`start` begins inference on a frame and returns a ticket; it may block
+      only while every request of the stage's pool is busy (it then waits for the
+      oldest job);
+    * :meth:`is_done` says whether a ticket has finished, without blocking;
+    * :meth:`complete` waits for a ticket and writes the results into the frame
+      (returning None drops the frame);
+    * :meth:`wants` (optional) returns False for frames that pass without inference
+      (``every: N``, gating); they keep their place in the order.
+
+    Callers use :meth:`submit`, then :meth:`poll` (finished frames, never blocks),
+    :meth:`pop_oldest` (waits for the oldest frame) or :meth:`drain` (waits for all).
+    Frames leave in the order they were submitted.  ``depth`` is how many frames the
+    runtime keeps in flight per camera (it calls :meth:`pop_oldest` while
+    :attr:`in_flight` exceeds it); stages set it from their request pools.
+    :meth:`process` is the synchronous form (submit, then drain).  One instance
+    serves one camera and is called from one thread.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: deque[tuple[Frame, Any]] = deque()
+        self._reconfigure: dict[str, Any] | None = None
+        #: inferences started (a detector: one per frame it runs on; a region model: one per object)
+        self.inferences = 0
+        #: the camera's priority on shared models (:class:`pipeline.arbiter.SourcePriority`),
+        #: set by the runtime before ``open``; None: first come, first served
+        self.priority: Any = None
+
+    # thread plan -------------------------------------------------------------------------
+    def planning_probe(self, source_wh: tuple[int, int]) -> Any:
+        """How this stage feeds its model (:class:`pipeline.costs.ModelProbe`) for frames of
+        ``source_wh`` (width, height), so the planner can time one inference; None if the
+        stage has no model to plan for.  Must not open the stage."""
+        return None
+
+    def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Any:
+        """A no-argument callable doing this stage's host-side input preparation for
+        ``frame`` and a model input of ``input_hw`` (height, width), timed by the planner;
+        or None."""
+        return None
+
+    def reconfigure(self, params: dict[str, Any]) -> None:
+        """Change parameters (e.g. the thread plan's ``config`` and ``requests``) from any
+        thread; the stage applies them before its next frame, on its own thread: it closes
+        (finishing the frames in flight, whose results stay in order) and opens again."""
+        self._reconfigure = dict(params)
+
+    def _apply_reconfigure(self) -> None:
+        update, self._reconfigure = self._reconfigure, None
+        if not update:
+            return
+        self.close()
+        self.params = self.params.model_copy(update=update)
+        self.open()
+        self._opened = True
 
     # to implement ------------------------------------------------------------------
     def start(self, frame: Frame) -> Any:
@@ -129,6 +182,7 @@ class InferStage(Stage):
         raise NotImplementedError
 
     def is_done(self, ticket: Any) -> bool:
+        """True once the ticket's work has finished; never blocks."""
         raise NotImplementedError
 
     def complete(self, frame: Frame, ticket: Any) -> Frame | None:
@@ -141,7 +195,10 @@ class InferStage(Stage):
 
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
+        """Start work on ``frame`` (opens the stage on first use); collect it with poll/pop_oldest/drain."""
         self.ensure_open()
+        if self._reconfigure is not None:
+            self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None
         self._pending.append((frame, ticket))
 
@@ -175,6 +232,7 @@ class InferStage(Stage):
 
     @property
     def in_flight(self) -> int:
+        """Frames submitted and not yet returned."""
         return len(self._pending)
 
     #: frames the runtime keeps in flight per camera (stages set it from their request pools)
@@ -198,6 +256,12 @@ class SourceStage(Stage):
     kind: ClassVar[str] = "source"
     live: bool = False
     total_frames: int | None = None
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether the source can be opened and read ahead of a run to time its decoding
+        (files, folders, scenes: yes; cameras and streams, which connect: no)."""
+        return not self.live
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

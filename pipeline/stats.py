@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,27 +10,37 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LatencyStats", "SourceStats", "RunSummary"]
+__all__ = ["LatencyStats", "SourceStats", "RunSummary", "LATENCY_BUCKETS_MS"]
+
+#: upper bounds (ms) of the cumulative latency histogram every LatencyStats keeps: 1 ms to 2 s
+LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0)
 
 
 class LatencyStats:
     """Latency samples in milliseconds: the most recent ``keep`` in a preallocated ring
-    (memory stays flat however long a camera runs); ``count`` counts all."""
+    (memory stays flat however long a camera runs); ``count`` counts all.  Every sample
+    is also counted in :data:`LATENCY_BUCKETS_MS` (``buckets[i]``: samples <= bound i;
+    the last entry counts those above 2 s) with their sum ``total_ms``, over the whole run."""
 
     def __init__(self, keep: int = 20000) -> None:
         self._ring = np.zeros(keep, np.float64)
         self.count = 0
+        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.total_ms = 0.0
 
     def add(self, ms: float) -> None:
         self._ring[self.count % len(self._ring)] = ms
         self.count += 1
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
+        self.total_ms += ms
 
     def summary(self) -> dict[str, float]:
         if not self.count:
-            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
+            return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
         a = self._ring[:min(self.count, len(self._ring))]
-        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
-                "p95_ms": float(np.percentile(a, 95))}
+        p50, p95, p99 = np.percentile(a, [50, 95, 99])
+        return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(p50), "p95_ms": float(p95),
+                "p99_ms": float(p99)}
 
 
 @dataclass
@@ -49,6 +60,8 @@ class SourceStats:
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
+    priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
+    state: str | None = None  # last state a live source reported (connecting, streaming, ...)
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -73,7 +86,7 @@ class SourceStats:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
-                "decoder_priority_changes": self.decoder_priority_changes,
+                "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error,
                 "counters": self.counters}
 
@@ -88,7 +101,10 @@ class RunSummary:
     error: str | None = None
     stopped_by_signal: bool = False
     outputs: list[str] = field(default_factory=list)
-    threads: str | None = None  # the thread plan in one line (pipeline/threads.py)
+    threads: str | None = None  # the thread plan, one line per runtime (pipeline/threads.py)
+    plan: dict[str, Any] | None = None        # the plan's numbers: costs, shares, prediction
+    plan_check: dict[str, Any] | None = None  # how the run matched the plan (pipeline/plan_check.py)
+    plan_check_text: str | None = None
 
     @property
     def total_fps(self) -> float:
@@ -99,12 +115,14 @@ class RunSummary:
                 "total_fps": round(self.total_fps, 2), "sources": [s.as_dict() for s in self.sources],
                 "stages": {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in self.stages.items()},
                 "error": self.error, "stopped_by_signal": self.stopped_by_signal, "outputs": self.outputs,
-                "threads": self.threads}
+                "threads": self.threads, "plan": self.plan, "plan_check": self.plan_check}
 
     def table(self) -> str:
         lines = [f"pipeline {self.pipeline} ({self.mode}), {self.wall_s:.1f} s"]
         if self.threads:
             lines.append(self.threads)
+        if self.plan_check_text:
+            lines.append(self.plan_check_text)
         lines.append(f"{'source':<40} {'frames':>7} {'fps':>8} {'dropped':>8} {'p95 e2e ms':>11}")
         for s in self.sources:
             lat = s.latency.summary()

@@ -4,178 +4,292 @@ Every runtime in a vapipe process brings its own thread pool: OpenVINO (TBB,
 per compiled model), FFmpeg (per decoder, "auto" = one frame thread per core
 plus one), OpenCV (one global pool), numpy's BLAS, and ONNX Runtime or PyTorch
 when a user stage brings them.  Left alone, each sizes itself to the whole
-machine, so a two-model pipeline on two cameras asks for far more busy threads
-than there are cores.  :func:`plan_threads` shares the cores given to vapipe
-(``--cores``, default the process's CPU affinity, capped by a cgroup quota):
+machine.  :func:`plan_for_graph` measures what the pipeline's parts cost on this
+machine (:mod:`pipeline.costs`: decode per frame of each source, host work per
+frame, each CPU model's inference on one thread; cached per machine) and shares
+the cores given to vapipe (``--cores``, default the process's CPU affinity,
+capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
-* **decoder threads per source**: ``1`` (decoding runs on the source's decoder
-  thread; frame threading adds a frame of latency per extra thread and, on a
-  machine this small, takes cores from inference);
-* **OpenVINO, CPU models only** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``):
-  the cores left after the decoders are split evenly between the CPU models,
-  at least one thread each, one thread per stream (streams run separate infer
-  requests; one camera keeps ``max(2, streams)`` requests in flight);
-  ``LATENCY`` stages get one stream with all their threads.  Other devices
-  (GPU, NPU, AUTO:..., MULTI:..., ...) are left to their plugins;
-* **decoder priority**: a decoder whose output queue stays full (inference is the
-  bottleneck) runs at nice ``NICE_WHILE_AHEAD`` until it falls behind again, so it
-  takes only the CPU inference leaves free (see :mod:`pipeline.priority`);
-* **OpenCV**: ``1`` — its calls are small (a few resizes and a colour
-  conversion of model-sized images) and run on the calling thread; every
-  source already runs its own;
-* **BLAS / PyTorch / ONNX Runtime**: ``runtime_threads`` (the largest model
-  share) for intra-op work, one inter-op thread.
+* **decoder threads per source** (FFmpeg ``thread_count``): 1, more only when
+  decoding binds the rate and a frame thread would raise it by 10 %;
+* **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
+  each model's share of the work needs, as single-threaded streams; requests per
+  camera one more than its share of the streams.  Other devices are left to their
+  plugins;
+* **decoder priority**: a decoder whose output queue stays full runs at nice
+  ``NICE_WHILE_AHEAD`` until it falls behind again (:mod:`pipeline.priority`);
+* **encoders** (FFmpeg ``thread_count`` of MP4 outputs): 1, encoding on the camera's
+  worker thread, or their share of threads when that pays;
+* **OpenCV**: 1 thread (its calls are small and run on each camera's threads);
+* **BLAS / PyTorch / ONNX Runtime**: ``runtime_threads`` intra-op threads, one inter-op.
 
-Accounting: ``busy = sources x decoder threads + sum of INFERENCE_NUM_THREADS
-over CPU models + (OpenCV threads - 1)``; the Python threads share one GIL and
-mostly wait on those pools, so they are not counted.  ``busy <= cores``
-whenever ``cores >= sources + CPU models`` (each needs at least one thread);
-below that every share is 1 and the plan says it is oversubscribed.
-
-Measured on the 2-core development machine (AMD EPYC, OpenVINO 2026.4, PyAV 18 /
-FFmpeg 8.1), ``vapipe run NAME --source CLIP --json --no-progress``, total FPS,
-median of 5 runs in shuffled order, each started only when the machine was
-otherwise idle (runs during which other processes used >10 % CPU were repeated;
-unguarded runs on this shared machine scattered from 30 to 290 FPS):
-
-persons, 1080p H.264 clip (400 frames)       FPS (median, range)
-  FFmpeg auto + OpenVINO THROUGHPUT defaults  195  (183-210)   --cores 0 (2 streams x 2 threads, 3 decoder threads)
-  plan: decoder 1, 1 stream x 1 thread, cv2 1 216  (191-239)   default
-  decoder 1, 1 stream x 2 threads             195  (167-200)
-  decoder 1, 2 streams x 2 threads            200  (187-228)   (ENABLE_CPU_PINNING off: 199)
-  decoder auto, 1 stream x 1 thread           190  (179-201)
-  decoder 2, 1 stream x 1 thread              201  (188-211)
-
-faces, two models at once (480x270 GIF looped to 300 frames, 2 faces a frame, MP4 + JSON Lines)
-  OpenVINO THROUGHPUT defaults, both models     132  (107-156)   --cores 0 (2 streams x 2 threads each)
-  plan: 1 stream x 1 thread each, decoder 1     148  (144-178)   default (3 busy threads: oversubscribed by one)
-  1 stream x 2 threads each                     153  (142-168)   4 runs; 8 % more CPU time per frame
-  2 streams x 2 threads each, decoder 1         142  (126-172)
-
-faces on the 1080p clip (200 frames, 3 runs; the 1080p MP4 encode dominates)
-  OpenVINO/FFmpeg defaults                     45.2 (41.8-48.9)  --cores 0
-  plan                                         48.4 (47.8-55.3)  default
-  2 streams x 2 threads each, decoder 1        45.9 (43.9-53.0)
-
-Side by side in ``make bench`` (mode ``vapipe-unplanned`` is ``--cores 0``), median
-of 5 rounds, in-memory outputs, total FPS:
-
-                                      plan   defaults
-  faces, 480x270 GIF                   336   278   1.21x  cheap decoding: the models' threads count most
-  faces, 1080p clip                    230   209   1.10x  (a 7-round run: 221 vs 223)
-  persons, 1080p clip, 1 camera        274   251   1.09x
-  persons, 1080p clip, 4 cameras       281   274   1.03x
-
-On the 1080p clips both settings use the two cores whole and decoding takes the
-largest share; there the plan's gain is latency (faces: median 13 against 30 ms).
-
-The plan beats the runtimes' own defaults most where inference dominates;
-nothing measured was clearly better, so it is the default.  ``--cores 0``
-restores every runtime's own choice.
-
-Not used: OpenVINO's automatic batching for several cameras on one model.  On CPU
-``BATCH:CPU(n)`` passes requests through one at a time (automatic batching is a GPU
-feature; the compiled model reports one optimal request and runs batch 1): ``persons``
-on 4 cameras ran at the same speed with and without it.  Batching the cameras'
-frames in vapipe instead (the pose detector with a dynamic batch axis, batches of 4
-filled by the cameras' worker threads) was tried too: alone, a batch of 4 costs about
-17 % less per image than single requests, but in the 4-camera pipeline the inference
-thread spent 3.25 instead of 3.37 ms per frame while decoders and workers spent more,
-and FPS did not rise (228-264 against 281), so cameras keep their own requests.
+While a run goes, :mod:`pipeline.plan_check` compares the plan with what the
+process does and can re-plan from the costs it observes (``--replan``).
 
 The plan is only applied where the user did not choose: an explicit
-``decode.threads``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` in a stage's
-``config``, wins.
+``decode.threads``, ``requests``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` in a
+stage's ``config`` wins; ``--cores 0`` leaves every runtime at its own defaults.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Sequence
 
-from .priority import NICE_WHILE_AHEAD
+from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, measure_decode, measure_host,
+                    measure_model, model_key, objects_key)
+from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
 
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
-           "apply_global", "ort_session_options", "OV_THREAD_KEYS"]
+           "apply_global", "ort_session_options", "OV_THREAD_KEYS", "infer_infos"]
+
+log = logging.getLogger("vapipe.threads")
 
 #: OpenVINO properties the plan sets; a user's value for either keeps the plan off that stage
 OV_THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS")
-#: defaults chosen from the measurements in the module docstring
-DECODER_THREADS = 1
-CV2_THREADS = 1
+#: source size assumed for planning when a live source's size is not known yet
+ASSUMED_SOURCE_WH = (1920, 1080)
 
 
-@dataclass(frozen=True)
-class InferInfo:
-    """An inference stage as the planner sees it."""
+def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) -> list[InferInfo]:
+    """The inference stages of a :class:`pipeline.graph.PipelineGraph` (params with ``overrides``),
+    without costs."""
+    from .stage import InferStage
 
-    name: str
-    device: str = "CPU"
-    hint: str = "THROUGHPUT"
-    user_config: bool = False  # the stage's config already sets NUM_STREAMS or INFERENCE_NUM_THREADS
-    user_threads: int = 0      # ... and its INFERENCE_NUM_THREADS (0: unknown / plugin's choice)
-    user_streams: int = 0
+    out = []
+    for name, cls in graph.classes().items():
+        # OpenVINO stages: inference stages that take compile properties
+        if not issubclass(cls, InferStage) or "config" not in cls.Params.model_fields:
+            continue
+        params = _params(graph, name, overrides)
+        fields = cls.Params.model_fields
+        device = str(params.get("device", fields["device"].default if "device" in fields else "CPU"))
+        hint = str(params.get("hint", fields["hint"].default if "hint" in fields else "THROUGHPUT"))
+        config = {str(k).upper(): v for k, v in (params.get("config") or {}).items()}
+        user = any(k in OV_THREAD_KEYS for k in config)
+        out.append(InferInfo(name=name, device=device, hint=hint, user_config=user,
+                             user_threads=_int(config.get("INFERENCE_NUM_THREADS")),
+                             user_streams=_int(config.get("NUM_STREAMS")),
+                             user_requests=_int(params.get("requests")) > 0,
+                             engine=str(params.get("engine", "openvino"))))
+    return out
 
-    @property
-    def on_cpu(self) -> bool:
-        return self.device.upper().split(".", 1)[0] == "CPU"
+
+def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | None = None,
+                   overrides: dict[str, dict[str, Any]] | None = None,
+                   costs: CostCache | None = None, measure: bool = True) -> ThreadPlan:
+    """The plan for running ``graph`` on ``sources`` (URIs, or only their number).
+
+    With ``measure`` (default), costs come from ``costs`` (default: the machine's cost
+    cache) and whatever is missing there is measured now and stored: decode per frame
+    of every file source (live sources: what an earlier run observed, else assumed),
+    host work per frame, every CPU model's inference on one thread.
+    """
+    uris = list(sources) if not isinstance(sources, int) else []
+    count = len(uris) if uris else max(1, int(sources))
+    src = _params(graph, graph.source, overrides)
+    user_dec = _int(src["threads"]) if "threads" in src else None
+    infos = infer_infos(graph, overrides)
+    if cores is not None and int(cores) == 0:
+        return plan_threads(0, count, infos, decoder_threads=user_dec)
+    stages = graph.instantiate(overrides)
+    needs_image = any(st.needs_image for st in stages.values())
+    if not measure:
+        return plan_threads(cores, count, infos, needs_image, user_dec)
+    cache = costs if costs is not None else CostCache()
+    measured = _measure(graph, stages, uris, needs_image, overrides, cache)
+    if measured.failures:
+        log.info("planning with assumed costs for %s", "; ".join(measured.failures))
+    infos = [_with_cost(i, measured, graph.spec.name, cache) for i in infos]
+    return plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
+                        host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders)
 
 
-@dataclass
-class ThreadPlan:
-    """Threads per runtime for one run; :meth:`summary` is one line."""
+class _Measured:
+    def __init__(self) -> None:
+        self.encoders: list[EncoderInfo] = []
+        self.decode_ms: list[float] = []
+        self.decode_origin = "assumed"
+        self.host_ms: float | None = None
+        self.models: dict[str, tuple[float, str, ModelProbe]] = {}
+        self.failures: list[str] = []  # what could not be measured (the run itself reports why)
 
-    cores: int
-    sources: int
-    decoder_threads: int                       # per source; FFmpeg thread_count
-    cv2_threads: int                           # cv2.setNumThreads
-    infer: dict[str, dict[str, int]] = field(default_factory=dict)  # CPU stage -> OpenVINO properties
-    untouched: dict[str, str] = field(default_factory=dict)          # stage -> device left to its plugin
-    runtime_threads: int = 1                  # intra-op threads for BLAS, PyTorch, ONNX Runtime
-    notes: list[str] = field(default_factory=list)
-    user_set: list[str] = field(default_factory=list)  # "decode", stage names: values the user chose
-    enabled: bool = True                      # False (cores=0): every runtime keeps its own defaults
-    decoder_nice: int = 0                     # decoders' nice value while ahead of inference (pipeline/priority.py)
 
-    @property
-    def infer_threads(self) -> int:
-        return sum(c.get("INFERENCE_NUM_THREADS", 0) for c in self.infer.values())
+def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: bool,
+             overrides: dict[str, dict[str, Any]] | None, cache: CostCache) -> _Measured:
+    from .stage import InferStage
 
-    @property
-    def busy_threads(self) -> int:
-        """Threads that may be busy at once (see the module docstring)."""
-        decoder = self.decoder_threads or self.cores + 1  # 0: FFmpeg's automatic choice, cores + 1
-        return self.sources * decoder + self.infer_threads + max(0, self.cv2_threads - 1)
+    out = _Measured()
+    frames: dict[str, Any] = {}
+    src_wh = None
+    origins = set()
+    decoded: dict[str, float] = {}
+    for uri in uris:
+        if uri not in decoded:
+            try:
+                ms, wh, frame, origin = _decode_cost(graph, uri, needs_image, overrides, cache)
+            except Exception as exc:  # noqa: BLE001 - a source that cannot be read fails the run itself
+                out.failures.append(f"source {uri}: {exc}")
+                ms, wh, frame, origin = ASSUMED_DECODE_MS, None, None, "assumed"
+            decoded[uri] = ms
+            origins.add(origin)
+            if frame is not None:
+                frames[uri] = frame
+            src_wh = src_wh or wh
+        out.decode_ms.append(decoded[uri])
+    if origins:
+        out.decode_origin = "/".join(sorted(origins))
+    src_wh = src_wh or ASSUMED_SOURCE_WH
+    host = 0.0
+    host_known = False
+    for name, st in stages.items():
+        if not isinstance(st, InferStage):
+            continue
+        try:
+            probe = st.planning_probe(src_wh)
+            if probe is None or not _on_cpu(probe.device):
+                continue
+            key = model_key(probe)
+            entry, origin = cache.cached(key, lambda probe=probe: measure_model(probe))
+            if not isinstance(entry, dict) or "ms" not in entry:  # an entry of an older layout
+                entry, origin = measure_model(probe), "measured"
+                cache.put(key, entry)
+        except Exception as exc:  # noqa: BLE001 - a model that cannot be read fails the stage's open
+            out.failures.append(f"stage {name}: {exc}")
+            continue
+        out.models[name] = (float(entry["ms"]), origin, probe)
+        if not uris:
+            continue
+        hkey = f"host|{decode_key(uris[0], needs_image)}|{key}"
+        value = cache.get(hkey)
+        if not isinstance(value, (int, float)):
+            try:
+                frame = frames.get(uris[0]) or _first_frame(graph, uris[0], overrides)
+                frames[uris[0]] = frame
+                fn = st.planning_host(frame, tuple(entry["input_hw"])) if frame is not None else None
+                value = None if fn is None else round(measure_host(fn), 4)
+            except Exception as exc:  # noqa: BLE001
+                out.failures.append(f"host work of {name}: {exc}")
+                value = None
+            if value is not None:
+                cache.put(hkey, value)
+        if isinstance(value, (int, float)):
+            host += float(value)
+            host_known = True
+    if host_known:
+        out.host_ms = host + HOST_OVERHEAD_MS * sum(1 for s in stages.values() if isinstance(s, InferStage))
+    for name, st in stages.items():
+        probe_cost = st.planning_cost(src_wh)
+        if probe_cost is None:
+            continue
+        user = _params(graph, name, overrides).get("threads")
+        try:
+            key, measure = probe_cost
+            ms, origin = cache.cached(key, lambda measure=measure: round(float(measure()), 4))
+            out.encoders.append(EncoderInfo(name, float(ms), origin, _int(user) if user is not None else None))
+        except Exception as exc:  # noqa: BLE001 - an encoder that cannot start fails the stage itself
+            out.failures.append(f"stage {name}: {exc}")
+            out.encoders.append(EncoderInfo(name, None, "assumed", _int(user) if user is not None else None))
+    return out
 
-    @property
-    def oversubscribed(self) -> bool:
-        return self.busy_threads > self.cores
 
-    def summary(self) -> str:
-        if not self.enabled:
-            return "threads: runtime defaults (--cores 0: no plan)"
-        mark = {n: " (set)" if n in self.user_set else "" for n in ["decode", *self.infer]}
-        dec = "auto" if self.decoder_threads == 0 else str(self.decoder_threads)
-        parts = [f"decode {dec}{mark['decode']} x {self.sources} source{'s' if self.sources != 1 else ''}"]
-        for name, cfg in self.infer.items():
-            parts.append(f"{name} {cfg.get('NUM_STREAMS', '?')} stream x {cfg.get('INFERENCE_NUM_THREADS', '?')} "
-                         f"thread{mark[name]}")
-        for name, dev in self.untouched.items():
-            parts.append(f"{name} {dev} (plugin's choice)")
-        parts.append(f"cv2 {self.cv2_threads}")
-        if self.decoder_nice:
-            parts.append(f"decoders nice {self.decoder_nice} while ahead")
-        over = " OVERSUBSCRIBED" if self.oversubscribed else ""
-        return f"threads: {self.cores} cores, {self.busy_threads} busy{over}: " + ", ".join(parts)
+#: worker-thread bookkeeping per inference stage and frame beyond input preparation (queue
+#: hand-offs, result mapping); the runtime check observes the real host cost
+HOST_OVERHEAD_MS = 0.2
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["busy_threads"] = self.busy_threads
-        d["oversubscribed"] = self.oversubscribed
-        return d
+
+def _probe_source(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None, opened: bool) -> Any:
+    """The pipeline's source stage for ``uri`` on one decoder thread, without looping or pacing."""
+    cls = graph.classes()[graph.source]
+    fields = cls.Params.model_fields
+    params = {k: v for k, v in {**_params(graph, graph.source, overrides), "uri": uri}.items() if k in fields}
+    if opened:
+        params.update({k: v for k, v in (("threads", 1), ("loop", False), ("realtime", False)) if k in fields})
+    source = cls(cls.Params(**params), name=graph.source)
+    if opened:
+        source.open()
+    return source
+
+
+def _first_frame(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> Any:
+    source = _probe_source(graph, uri, overrides, opened=True)
+    try:
+        for unit in source.units():
+            frames = source.decode_unit(unit)
+            if frames or unit is None:
+                return frames[0] if frames else None
+    finally:
+        source.close()
+    return None
+
+
+def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, dict[str, Any]] | None,
+                 cache: CostCache) -> tuple[float, tuple[int, int] | None, Any, str]:
+    """(ms per frame, source size, a decoded frame or None, origin) of one source."""
+    key = decode_key(uri, needs_image)
+    entry = cache.get(key)
+    connects = not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
+    if isinstance(entry, dict) and "ms" in entry:
+        wh = (int(entry.get("width", 0)), int(entry.get("height", 0))) if entry.get("width") else None
+        return float(entry["ms"]), wh, None, "observed" if connects else "cached"
+    if connects:  # a camera or stream is not probed before it connects: assumed until a run observes it
+        return ASSUMED_DECODE_MS, None, None, "assumed"
+    cache.measurements += 1
+    ms, frame = measure_decode(uri, needs_image, lambda u: _probe_source(graph, u, overrides, opened=True))
+    wh = (frame.width, frame.height) if frame is not None else None
+    cache.put(key, {"ms": round(ms, 4), "width": wh[0] if wh else 0, "height": wh[1] if wh else 0})
+    return ms, wh, frame, "measured"
+
+
+def _with_cost(info: InferInfo, measured: _Measured, pipeline: str, cache: CostCache) -> InferInfo:
+    from dataclasses import replace
+
+    hit = measured.models.get(info.name)
+    if hit is None:
+        return info
+    ms, origin, probe = hit
+    per_frame = probe.per_frame
+    if per_frame is None:
+        seen = cache.get(objects_key(pipeline, info.name))
+        per_frame = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
+    return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None)
+
+
+def _on_cpu(device: str) -> bool:
+    return device.upper().split(".", 1)[0] == "CPU"
+
+
+def plan_overrides(plan: ThreadPlan, graph: Any,
+                   overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """``overrides`` plus the plan's stage parameters, wherever the user did not set them:
+    ``threads`` of the source stage, OpenVINO ``config`` keys and ``requests`` of CPU
+    inference stages."""
+    out = {k: dict(v) for k, v in (overrides or {}).items()}
+    if not plan.enabled:
+        return out
+    src = graph.source
+    src_cls = graph.classes()[src]
+    if "threads" in src_cls.Params.model_fields and "threads" not in _params(graph, src, overrides):
+        out.setdefault(src, {})["threads"] = plan.decoder_threads
+    classes = graph.classes()
+    for name, enc in plan.encoders.items():
+        if name not in plan.user_set and "threads" in classes[name].Params.model_fields:
+            out.setdefault(name, {})["threads"] = enc["threads"]
+    for name, cfg in plan.infer.items():
+        if name in plan.user_set or "config" not in classes[name].Params.model_fields:
+            continue
+        params = _params(graph, name, overrides)
+        user = dict(params.get("config") or {})
+        if any(str(k).upper() in OV_THREAD_KEYS for k in user):
+            continue
+        out.setdefault(name, {})["config"] = {**cfg, **user}
+        fields = classes[name].Params.model_fields
+        if name in plan.requests and "requests" in fields and not _int(params.get("requests")):
+            out[name]["requests"] = plan.requests[name]
+    return out
 
 
 def available_cores() -> int:
@@ -203,113 +317,6 @@ def cgroup_cpu_quota() -> float | None:
         return int(quota) / int(period)
     except (ValueError, ZeroDivisionError):
         return None
-
-
-def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[InferInfo] = (),
-                 needs_image: bool = False, decoder_threads: int | None = None) -> ThreadPlan:
-    """Share ``cores`` between the decoders of ``sources`` sources and the inference stages ``infer``.
-
-    ``cores=0`` disables the plan (every runtime keeps its defaults).  ``decoder_threads``
-    is the user's choice of decoder threads, if any (0 = FFmpeg's automatic choice).
-    ``needs_image`` (some stage reads full-size pixels: the decoder thread then also converts
-    every frame to BGR) is recorded in the notes.
-    """
-    sources = max(1, int(sources))
-    stages = list(infer)
-    if cores is not None and int(cores) == 0:
-        return ThreadPlan(cores=available_cores(), sources=sources, decoder_threads=decoder_threads or 0,
-                          cv2_threads=_cv2_threads(), enabled=False)
-    cores = max(1, int(cores if cores is not None else available_cores()))
-    cpu = [s for s in stages if s.on_cpu]
-    planned = [s for s in cpu if not s.user_config]
-    notes: list[str] = []
-    user_set: list[str] = []
-    if decoder_threads is not None:
-        user_set.append("decode")
-    else:
-        decoder_threads = DECODER_THREADS
-    cv2_threads = CV2_THREADS
-    # FFmpeg's automatic choice is one frame thread per core plus one
-    left = cores - sources * (decoder_threads or cores + 1)
-    if needs_image:
-        notes.append("full-size BGR conversion runs on each decoder thread")
-    # CPU models the user configured keep their own threads (unknown counts as one).
-    fixed = [s for s in cpu if s.user_config]
-    left -= sum(max(1, s.user_threads) for s in fixed)
-    share = left // len(planned) if planned else 0
-    extra = left - share * len(planned) if planned else 0
-    need = sources + len(cpu)
-    if cores < need:
-        notes.append(f"{sources} source(s) and {len(cpu)} CPU model(s) need at least {need} threads; "
-                     f"{cores} core(s) given: oversubscribed")
-    plan = ThreadPlan(cores=cores, sources=sources, decoder_threads=decoder_threads, cv2_threads=cv2_threads,
-                      notes=notes, user_set=user_set, decoder_nice=NICE_WHILE_AHEAD)
-    for st in stages:
-        if not st.on_cpu:
-            plan.untouched[st.name] = st.device
-        elif st.user_config:
-            plan.infer[st.name] = {"NUM_STREAMS": st.user_streams or 1,
-                                   "INFERENCE_NUM_THREADS": max(1, st.user_threads)}
-            user_set.append(st.name)
-        else:
-            k = planned.index(st)
-            threads = max(1, share + (1 if k < extra else 0))
-            streams = 1 if st.hint == "LATENCY" else threads
-            plan.infer[st.name] = {"NUM_STREAMS": streams, "INFERENCE_NUM_THREADS": threads}
-    plan.runtime_threads = max([c["INFERENCE_NUM_THREADS"] for c in plan.infer.values()] or [max(1, left)])
-    return plan
-
-
-def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) -> list[InferInfo]:
-    """The inference stages of a :class:`pipeline.graph.PipelineGraph` (params with ``overrides``)."""
-    from .stage import InferStage
-
-    out = []
-    for name, cls in graph.classes().items():
-        # OpenVINO stages: inference stages that take compile properties
-        if not issubclass(cls, InferStage) or "config" not in cls.Params.model_fields:
-            continue
-        params = _params(graph, name, overrides)
-        fields = cls.Params.model_fields
-        device = str(params.get("device", fields["device"].default if "device" in fields else "CPU"))
-        hint = str(params.get("hint", fields["hint"].default if "hint" in fields else "THROUGHPUT"))
-        config = {str(k).upper(): v for k, v in (params.get("config") or {}).items()}
-        user = any(k in OV_THREAD_KEYS for k in config)
-        out.append(InferInfo(name=name, device=device, hint=hint, user_config=user,
-                             user_threads=_int(config.get("INFERENCE_NUM_THREADS")),
-                             user_streams=_int(config.get("NUM_STREAMS"))))
-    return out
-
-
-def plan_for_graph(graph: Any, sources: int = 1, cores: int | None = None,
-                   overrides: dict[str, dict[str, Any]] | None = None) -> ThreadPlan:
-    """The plan for running ``graph`` on ``sources`` sources."""
-    needs_image = any(getattr(cls, "needs_image", False) for cls in graph.classes().values())
-    src = _params(graph, graph.source, overrides)
-    user_dec = _int(src["threads"]) if "threads" in src else None
-    return plan_threads(cores, sources, infer_infos(graph, overrides), needs_image, user_dec)
-
-
-def plan_overrides(plan: ThreadPlan, graph: Any,
-                   overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """``overrides`` plus the plan's stage parameters, wherever the user did not set them:
-    ``threads`` of the source stage, OpenVINO ``config`` keys of CPU inference stages."""
-    out = {k: dict(v) for k, v in (overrides or {}).items()}
-    if not plan.enabled:
-        return out
-    src = graph.source
-    src_cls = graph.classes()[src]
-    if "threads" in src_cls.Params.model_fields and "threads" not in _params(graph, src, overrides):
-        out.setdefault(src, {})["threads"] = plan.decoder_threads
-    classes = graph.classes()
-    for name, cfg in plan.infer.items():
-        if name in plan.user_set or "config" not in classes[name].Params.model_fields:
-            continue
-        user = dict(_params(graph, name, overrides).get("config") or {})
-        if any(str(k).upper() in OV_THREAD_KEYS for k in user):
-            continue
-        out.setdefault(name, {})["config"] = {**cfg, **user}
-    return out
 
 
 def _int(value: Any) -> int:
@@ -358,6 +365,14 @@ def apply_global(plan: ThreadPlan) -> Callable[[], None]:
             torch.set_num_interop_threads(1)
         except RuntimeError:
             pass
+    if any(i.engine == "onnxruntime" for i in plan.infos) or "onnxruntime" in sys.modules:
+        # ORT's process-wide pool can be sized once, before the first session: do it here
+        try:
+            from .ort_engine import global_pool
+
+            global_pool(plan.ort_intra_threads)
+        except Exception as exc:  # noqa: BLE001 - ORT missing: its stages fail at open with a clear line
+            log.debug("ONNX Runtime's global thread pool not set: %s", exc)
     if "threadpoolctl" in sys.modules or "numpy" in sys.modules:
         try:
             from threadpoolctl import threadpool_limits
@@ -378,14 +393,17 @@ def apply_global(plan: ThreadPlan) -> Callable[[], None]:
 
 
 def ort_session_options(plan: ThreadPlan, options: Any = None) -> Any:
-    """ONNX Runtime ``SessionOptions`` within the plan (ORT has no process-wide setter):
-    ``runtime_threads`` intra-op threads, one inter-op thread, sequential execution."""
+    """ONNX Runtime ``SessionOptions`` for a user stage's own session, within the plan: the
+    process-wide intra-op pool vapipe's ONNX Runtime stages share (created now if needed,
+    sized to the plan's threads per inference), one inter-op thread, sequential execution."""
     try:
         import onnxruntime as ort
     except ImportError:
         raise ImportError("onnxruntime is not installed; pip install onnxruntime") from None
+    from .ort_engine import global_pool
+
     opts = options if options is not None else ort.SessionOptions()
-    opts.intra_op_num_threads = plan.runtime_threads
-    opts.inter_op_num_threads = 1
+    global_pool(plan.ort_intra_threads)
+    opts.use_per_session_threads = False
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return opts

@@ -14,6 +14,9 @@ Hint = Literal["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"]
 
 class InferParams(Params):
     model: str = Field(description="model name (e.g. mediapipe/face_detection_short_range) or file path")
+    engine: Literal["openvino", "onnxruntime"] = Field(
+        "openvino", description="inference engine: openvino (any device, every model format) or onnxruntime "
+        "(CPU, .onnx models)")
     decoder: str = Field(description="output decoder for this model family")
     device: str = Field("CPU", description=f"OpenVINO device: {', '.join(DEVICE_PREFIXES)}, e.g. AUTO:CPU")
     hint: Hint = "THROUGHPUT"

@@ -12,12 +12,15 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pipeline.engine import InputSpec, LoadedModel, RequestPool, get_engine
+from pipeline.costs import ModelProbe
+from pipeline.engine import InputSpec, LoadedModel, RequestPool
+from pipeline.engines import load_model
 from pipeline.frame import TRACKS_ENDED, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
 from ._reclassify import ReclassifyCache
+from .model_settings import ClassifierSettings
 from .models.base import RoiAdapter
 
 
@@ -35,7 +38,7 @@ class Classify(InferStage):
         load_adapters()
         return bool(getattr(DECODERS.get(self.params.decoder), "needs_image", True))
 
-    class Params(InferParams):
+    class Params(InferParams, ClassifierSettings):
         on: list[str] = Field(description="object labels to run on, e.g. [face]")
         max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")
         reclassify: int = Field(1, ge=0, description="run on a tracked object every N frames (1: every frame; 0: "
@@ -57,21 +60,33 @@ class Classify(InferStage):
     def open(self) -> None:
         from pipeline.models import resolve_model
 
-        self.adapter: RoiAdapter = make_adapter("region", self.params.decoder, self.params.options, RoiAdapter)
+        path = resolve_model(self.params.model)
+        self.adapter: RoiAdapter = region_adapter(self.params, path)
         spec: InputSpec = self.adapter.input_spec
-        model: LoadedModel = get_engine().load(resolve_model(self.params.model), spec, self.params.device,
-                                               self.params.hint, self.params.config)
+        model: LoadedModel = load_model(self.params.engine, path, spec, self.params.device, self.params.hint,
+                                        self.params.config)
         self.model = model
         if hasattr(self.adapter, "bind_model"):
             self.adapter.bind_model(model)
         n = self.params.requests or max(2, model.optimal_requests)
-        self.pool: RequestPool = model.create_pool(n)
+        self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
         self.reuse = ReclassifyCache(self.params.reclassify) if self.params.reclassify != 1 else None
 
     def close(self) -> None:
         if hasattr(self, "pool"):
             self.pool.drain()
+
+    def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
+        from pipeline.models import resolve_model
+
+        path = resolve_model(self.params.model)
+        adapter = region_adapter(self.params, path)
+        # a region model's inferences per frame are the objects earlier stages find: unknown here
+        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
+                          self.params.hint, dict(self.params.config),
+                          input_hw=getattr(adapter, "typical_input_hw", None), per_frame=None,
+                          engine=self.params.engine)
 
     def start(self, frame: Frame) -> Any:
         dets = frame.detections
@@ -95,6 +110,7 @@ class Classify(InferStage):
                 continue
             crop, ctx = adapter.prepare(frame, dets, int(i), self.model.input_hw)
             jobs.append((int(i), self.pool.start(crop, lambda outs, ctx=ctx: adapter.decode(outs, ctx))))
+            self.inferences += 1
         return jobs
 
     def is_done(self, ticket: Any) -> bool:
@@ -114,3 +130,18 @@ class Classify(InferStage):
             if self.reuse is not None and tid >= 0:
                 self.reuse.store(frame.source_id, tid, result, dets.xyxy[i])
         return frame
+
+
+def region_adapter(params: Classify.Params, model_path: Any) -> RoiAdapter:
+    """The adapter a classify stage with ``params`` uses on the model at ``model_path``:
+    model-driven ones (``attributes``) read the model's outputs and metadata."""
+    cls = adapter_class("region", params.decoder, RoiAdapter)
+    settings = params.generic_fields_set()
+    if getattr(cls, "reads_model", False):
+        from .models.model_info import read_model_info
+
+        return cls(read_model_info(model_path), settings, params.options)
+    if settings:
+        raise ValueError(f"decoder {params.decoder!r} does not take {', '.join(settings)} (those are for the "
+                         "attributes decoder); set its own options: instead")
+    return make_adapter("region", params.decoder, params.options, RoiAdapter)

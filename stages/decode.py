@@ -114,6 +114,10 @@ class Decode(SourceStage):
         return self.params.uri
 
     @property
+    def can_probe(self) -> bool:  # type: ignore[override]
+        return not is_live_uri(self.params.uri)
+
+    @property
     def live(self) -> bool:  # type: ignore[override]
         p = self.params
         return p.live if p.live is not None else is_live_uri(p.uri)
@@ -171,9 +175,9 @@ class Decode(SourceStage):
     # reader thread ---------------------------------------------------------------------
     def units(self) -> Iterator[Any]:
         """Compressed units in arrival order, ending with None (flush)."""
-        if self.live:
+        if self.live and not isinstance(self._reader, (SceneReader, FolderReader)):
             yield from self._live_units()
-        else:
+        else:  # files; scenes and folders also when live (no connection to make: frames drop when behind)
             yield from self._file_units()
         yield None
 

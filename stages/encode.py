@@ -31,7 +31,7 @@ import logging
 import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import av
 import cv2
@@ -39,11 +39,12 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.frame import OVERLAY, Frame, attr_values
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, TransformedFrame, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
-from .annotate import Annotator, annotate_all, default_annotators, draw_shapes
+from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
 
@@ -72,6 +73,7 @@ class Encode(Stage):
         threads: int = Field(0, ge=0, description="encoder threads; 0 = codec default")
         fps: float | None = Field(None, gt=0, description="nominal rate in frames/s: clock for frames "
                                   "without timestamps and the encoder's rate hint; None = source_fps or 25")
+        view: SinkView = Field("source", description=SINK_VIEW_HELP + "; a crop is outlined on the source")
 
     params: Params
 
@@ -109,6 +111,20 @@ class Encode(Stage):
             self.frames_written = 0
             self.path = None
 
+    def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Callable[[], float]]:
+        """(cost-cache key, measurement) of encoding one frame of ``source_wh`` on one thread."""
+        from pipeline.costs import measure_encode
+
+        p = self.params
+        key = f"encode|{p.codec}|{p.preset}|{p.crf}|{p.pix_fmt}|{source_wh[0]}x{source_wh[1]}"
+
+        def measure() -> float:
+            supported = _private_options(av.CodecContext.create(p.codec, "w"))
+            options = {k: v for k, v in {"crf": str(p.crf), "preset": p.preset}.items() if k in supported}
+            return measure_encode(source_wh[0], source_wh[1], p.codec, options, p.pix_fmt)
+
+        return key, measure
+
     def process(self, frame: Frame) -> Frame | None:
         with self._lock:
             if self._finished:
@@ -139,9 +155,14 @@ class Encode(Stage):
         return float(self.params.fps or self.source_fps or DEFAULT_FPS)
 
     def _write(self, frame: Frame) -> None:
+        shapes = [s for shapes in attr_values(frame, OVERLAY) for s in shapes] if self.params.annotate else []
+        view = frame
+        frame, outline = sink_picture(frame, self.params.view)
+        if shapes and frame is not view and isinstance(view, TransformedFrame):  # stages drew in the view's pixels
+            shapes = [s.mapped(view.geometry.to_source) for s in shapes]
         if self._container is None:
             self._start(frame)
-        vframe, borrowed = self._video_frame(frame)
+        vframe, borrowed = self._video_frame(frame, outline, shapes)
         saved = _timing(vframe) if borrowed else None
         pts = self._next_pts(frame)
         before = self._last_pts, self.frames_written
@@ -196,11 +217,13 @@ class Encode(Stage):
         raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
                          f"for {self.path}: {error}") from error
 
-    def _video_frame(self, frame: Frame) -> tuple[Any, bool]:
-        """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame."""
+    def _video_frame(self, frame: Frame, outline: np.ndarray | None = None,
+                     shapes: list[Shape] | None = None) -> tuple[Any, bool]:
+        """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame;
+        ``outline``: a region to outline, ``shapes``: what stages asked to draw (frame pixels)."""
+        shapes = shapes or []
         w, h = self._size
-        shapes = [s for shapes in attr_values(frame, OVERLAY) for s in shapes] if self.params.annotate else []
-        draw = self.params.annotate and (len(frame.detections) > 0 or bool(shapes))
+        draw = self.params.annotate and (len(frame.detections) > 0 or outline is not None or bool(shapes))
         src = frame.av_frame
         if not draw and not frame.has_image and src is not None and (src.width, src.height) == (w, h):
             return src, True  # no conversion to BGR and back
@@ -214,10 +237,14 @@ class Encode(Stage):
             image = cv2.resize(image.copy() if draw else image, (w, h), interpolation=cv2.INTER_AREA)
             if draw:
                 draw = False
-                annotate_all(image, _scaled(frame, w / iw, h / ih), self.annotators)
-                draw_shapes(image, [s.scaled(w / iw, h / ih) for s in shapes])
+                annotate_all(image, scale_detections(frame.detections, w / iw, h / ih), self.annotators)
+                if outline is not None:
+                    draw_outline(image, outline * np.array([w / iw, h / ih], np.float32))
+                draw_shapes(image, [s.mapped(lambda p: p * [w / iw, h / ih]) for s in shapes])
         if draw:
             annotate_all(image, frame.detections, self.annotators)
+            if outline is not None:
+                draw_outline(image, outline)
             draw_shapes(image, shapes)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
@@ -272,16 +299,3 @@ def _private_options(ctx: Any) -> set[str]:
         return {o.name for o in ctx.supported_options.private}
     except AttributeError:  # older PyAV: assume the x264/x265 family
         return {"crf", "preset"} if ctx.name.startswith(("libx264", "libx265")) else set()
-
-
-def _scaled(frame: Frame, sx: float, sy: float) -> Any:
-    """The frame's detections with boxes, keypoints and landmarks scaled by (sx, sy)."""
-    det = frame.detections[np.arange(len(frame.detections))]
-    scale = np.array([sx, sy], np.float32)
-    det.xyxy = det.xyxy * np.tile(scale, 2)
-    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
-    det.attributes = [
-        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
-        for a in det.attributes
-    ]
-    return det

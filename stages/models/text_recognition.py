@@ -67,6 +67,8 @@ class TextRecognitionAdapter(RoiAdapter):
     input_spec: ClassVar[InputSpec] = InputSpec(host_color="BGR", model_color="BGR",
                                                 mean=(127.5, 127.5, 127.5), scale=(127.5, 127.5, 127.5),
                                                 size=(REC_HEIGHT, -1))
+    #: a typical line's input (height, width), for timing the model before a run
+    typical_input_hw: ClassVar[tuple[int, int]] = (REC_HEIGHT, 320)
 
     def __init__(self, min_width: int = REC_MIN_WIDTH, max_width: int = 3200) -> None:
         self.min_width = min_width

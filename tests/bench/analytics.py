@@ -1,8 +1,7 @@
 """Shared parts of the analytics benchmarks (detection intervals, motion gating).
 
-Every measured run is a fresh ``vapipe run --json`` process (``python -m tests.bench.analytics``
-registers the benchmark-only YOLO decoder first) with the metadata sink; FPS comes from the run
-summary and the objects from its JSON Lines.  Accuracy compares a run with a reference run of the
+Every measured run is a fresh ``vapipe run --json`` process with the metadata sink; FPS comes
+from the run summary and the objects from its JSON Lines.  Accuracy compares a run with a reference run of the
 same clip frame by frame: boxes matched one to one at IoU >= 0.5 (optimal assignment).
 """
 
@@ -15,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ def run_vapipe(config: str, name: str, source: Path, sets: list[str] = (), max_f
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "pipelines.yaml"
         cfg.write_text(config)
-        cmd = [sys.executable, "-m", "tests.bench.analytics", "run", name, "--config", str(cfg), "--source",
+        cmd = [sys.executable, "-m", "pipeline", "run", name, "--config", str(cfg), "--source",
                str(source), "--output", tmp, "--json", *(a for s in sets for a in ("--set", s))]
         if max_frames:
             cmd += ["--max-frames", str(max_frames)]
@@ -142,8 +142,31 @@ def cpu_name() -> str:
     return f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs, {simd}"
 
 
-if __name__ == "__main__":  # a vapipe command line that also knows the benchmark-only decoders
-    import tests.bench.yolo_adapter  # noqa: F401 - registers bench_yolo
-    from pipeline.cli import main
+def pingpong_clip(name: str, width: int, height: int, frames: int) -> Path:
+    """The shared clip ``name`` scaled to ``width`` x ``height`` H.264 (libx264, yuv420p, crf 23),
+    played forwards, then backwards, and so on up to ``frames`` (motion stays continuous where a
+    plain loop of a short clip jumps); cached next to the other benchmark clips.  Short clips only:
+    their frames are held in memory."""
+    import av
 
-    sys.exit(main(sys.argv[1:]))
+    from bench.clips import CACHE
+
+    out_path = CACHE / f"{Path(name).stem}-{width}x{height}-{frames}-pingpong.mp4"
+    if out_path.is_file():
+        return out_path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_suffix(".part.mp4")
+    with av.open(str(SHARED / "data" / "videos" / name)) as src, av.open(str(tmp), "w") as dst:
+        rate = Fraction(src.streams.video[0].average_rate or 10).limit_denominator(1000)
+        stream = dst.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "23"}
+        forward = [f.reformat(width=width, height=height, format="yuv420p") for f in src.decode(video=0)]
+        cycle = forward + forward[-2:0:-1]
+        for n in range(frames):
+            frame = cycle[n % len(cycle)]
+            frame.pts, frame.time_base = n, 1 / rate
+            dst.mux(stream.encode(frame))
+        dst.mux(stream.encode(None))
+    tmp.replace(out_path)
+    return out_path

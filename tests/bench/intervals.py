@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tests.bench.analytics import Run, cpu_name, id_switches, matched, median_runs, track_ids
-from tests.bench.clips import clip_scaled
+from tests.bench.analytics import Run, cpu_name, id_switches, matched, median_runs, pingpong_clip, track_ids
 from tests.conftest import SHARED
 
 FACES_CLIP = "head-pose-face-detection-female-and-male.gif"
@@ -41,9 +40,8 @@ pipelines:
 
 def cases(frames: int = 280, people_frames: int = 600) -> list[tuple[str, str, Path, str, int | None]]:
     """(case name, pipeline, clip, detect stage, max frames)."""
-    return [("faces 720p", "faces", clip_scaled(FACES_CLIP, 1280, 720, frames, pingpong=True), "face_detect", None),
-            ("faces 1080p", "faces", clip_scaled(FACES_CLIP, 1920, 1080, frames, pingpong=True), "face_detect",
-             None),
+    return [("faces 720p", "faces", pingpong_clip(FACES_CLIP, 1280, 720, frames), "face_detect", None),
+            ("faces 1080p", "faces", pingpong_clip(FACES_CLIP, 1920, 1080, frames), "face_detect", None),
             ("persons 768x432", "persons", SHARED / "data" / "videos" / PEOPLE_CLIP, "person_detect", people_frames)]
 
 

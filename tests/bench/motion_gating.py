@@ -19,10 +19,10 @@ from tests.bench.analytics import Run, cpu_name, matched, median_runs, objects_f
 from tests.conftest import SHARED
 
 VIDEOS = SHARED / "data" / "videos"
-YOLO = SHARED / "models" / "yolo" / "yolo11n_int8_openvino_model" / "yolo11n.xml"
+YOLO = SHARED / "models" / "yolo" / "yolo11n_int8_openvino_model"
 PERSONS = "{model: mediapipe/pose_detection, decoder: pose}"
-# resize: host: the same input path in every run (auto picks per run by timing, which the load may change)
-OBJECTS = f"{{model: {YOLO}, decoder: bench_yolo, resize: host, options: {{names: {YOLO}, score_threshold: 0.4}}}}"
+# resize: host: the same input path in every run (auto would choose per run by timing)
+OBJECTS = f"{{model: {YOLO}, threshold: 0.4, resize: host}}"
 CLIPS = {"one-by-one-person-detection.mp4": PERSONS, "bottle-detection.mp4": OBJECTS, "car-detection.mp4": OBJECTS}
 
 

@@ -44,10 +44,17 @@ def test_warns_when_omp_num_threads_exceeds_the_cores() -> None:
     assert any("OMP_NUM_THREADS=64" in w and "oversubscription" in w for w in warnings), res.stdout
 
 
-def test_warns_when_the_plan_cannot_fit() -> None:
-    res = doctor("--pipeline", "faces", "--cores", "1", "--sources", "2")
+def test_warns_when_threads_the_user_set_exceed_the_cores(tmp_path: Path) -> None:
+    config = tmp_path / "pipelines.yaml"
+    config.write_text((ROOT / "pipelines.yaml").read_text().replace(
+        "          decoder: pose\n", "          decoder: pose\n          config: {INFERENCE_NUM_THREADS: 4}\n"))
+    res = doctor("--config", str(config), "--pipeline", "persons", "--cores", "2")
     assert res.returncode == 0, res.stderr
-    assert any(line.startswith("warning: thread plan needs") for line in res.stdout.splitlines()), res.stdout
+    warnings = [line for line in res.stdout.splitlines() if line.startswith("warning: thread plan")]
+    assert warnings and "person_detect" in warnings[0] and "2 cores" in warnings[0], res.stdout
+    assert "person_detect" in res.stdout and "(set)" in res.stdout
+    res = doctor("--pipeline", "persons", "--cores", "2")
+    assert not any(line.startswith("warning: thread plan") for line in res.stdout.splitlines()), res.stdout
 
 
 def test_json_report() -> None:

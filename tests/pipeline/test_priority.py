@@ -117,7 +117,7 @@ def test_the_runtime_lowers_decoders_only_while_inference_is_the_bottleneck(
     summary = run_pipeline(graph, ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False, cores=cores))
     assert summary.error is None and summary.sources[0].processed == 80
     assert (summary.sources[0].decoder_priority_changes >= 1) is lowered
-    assert ("decoders nice" in (summary.threads or "")) is (cores is None)
+    assert ("nice 10 while ahead" in (summary.threads or "")) is (cores is None)
     assert summary.sources[0].as_dict()["decoder_priority_changes"] == summary.sources[0].decoder_priority_changes
 
 

@@ -1,0 +1,321 @@
+"""What each part of a pipeline costs on this machine: the thread planner's input.
+
+Three kinds of cost, all in milliseconds of CPU time (not wall time, so that a
+busy machine does not distort them):
+
+* **decode**: one frame of a source on one decoder thread, including the
+  full-size BGR conversion when a stage reads full-size pixels;
+* **host**: one frame's work on the camera's worker thread (scaling the
+  decoder's planes to the model input, decoding outputs, bookkeeping);
+* **inference**: one inference of a model compiled with one stream of one thread
+  (``NUM_STREAMS=1``, ``INFERENCE_NUM_THREADS=1``) and the stage's other
+  properties (precision hint, ...), on an input of the size the stage feeds.
+
+Measurements take a fraction of a second each and are kept in a JSON file next
+to the compiled-model cache (``~/.cache/vapipe/costs.json``, ``VAPIPE_COST_CACHE``
+elsewhere), per machine (CPU model and vector extensions, OpenVINO and FFmpeg
+versions), so a second start measures nothing.  The file also keeps what runs
+observed: objects per frame seen by region models (unknown before a run) and the
+decode cost of live sources (they are not probed before they connect; until a run
+has observed one, its cost is assumed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "measure_decode", "measure_model",
+           "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
+
+log = logging.getLogger("vapipe.costs")
+
+#: OpenVINO properties that set threads: never part of a cost's key (costs are per thread)
+THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT", "ENABLE_CPU_PINNING",
+               "AFFINITY", "SCHEDULING_CORE_TYPE", "ENABLE_HYPER_THREADING")
+#: inferences per frame assumed for a region model until a run has observed it
+DEFAULT_OBJECTS_PER_FRAME = 1.0
+#: a measurement stops after this much CPU time (at least MIN_SAMPLES samples)
+BUDGET_S = 0.25
+MIN_SAMPLES = 3
+MAX_SAMPLES = 40
+#: CPU flags that change inference cost (vector width, bf16/int8 instructions)
+_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
+
+
+@dataclass(frozen=True)
+class ModelProbe:
+    """How a stage feeds its model: enough to compile it and time one inference.
+
+    ``input_hw`` is the (height, width) the stage feeds (models of dynamic size get
+    the size of a typical input); ``per_frame`` is the stage's own estimate of
+    inferences per frame (1/every for a detector), or None when it depends on what
+    earlier stages find (region models: objects per frame).
+    """
+
+    stage: str
+    path: Path
+    spec: Any                       # pipeline.engine.InputSpec
+    device: str
+    hint: str
+    config: dict[str, Any]
+    input_hw: tuple[int, int] | None = None
+    per_frame: float | None = 1.0
+    engine: str = "openvino"
+
+
+def _cpu_flags() -> tuple[str, str]:
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        import platform
+
+        model = platform.processor() or platform.machine()
+    return model, " ".join(f for f in _FLAGS if f in flags)
+
+
+def machine_fingerprint() -> str:
+    """CPU model, cost-relevant vector extensions, OpenVINO and FFmpeg versions, as one key."""
+    model, flags = _cpu_flags()
+    try:
+        import openvino as ov
+
+        ov_version = ov.get_version()
+    except ImportError:  # pragma: no cover - core dependency
+        ov_version = "-"
+    try:
+        import av
+
+        av_version = f"{av.__version__}/{getattr(av, 'ffmpeg_version_info', '?')}"
+    except ImportError:  # pragma: no cover - core dependency
+        av_version = "-"
+    return f"{model} [{flags}] openvino {ov_version} av {av_version}"
+
+
+def _default_path() -> Path:
+    explicit = os.environ.get("VAPIPE_COST_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vapipe" / "costs.json"
+
+
+class CostCache:
+    """Costs by key, per machine fingerprint, in one JSON file (thread-safe; each write
+    re-reads the file and replaces it atomically, so concurrent processes keep each
+    other's entries).  ``hits`` and ``measurements`` count lookups for the summary."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, machine: str | None = None) -> None:
+        self.path = Path(path) if path is not None else _default_path()
+        self.machine = machine or machine_fingerprint()
+        self._lock = threading.Lock()
+        self._entries: dict[str, Any] = self._load().get(self.machine, {})
+        self.hits = 0
+        self.measurements = 0
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        machines = data.get("machines") if isinstance(data, dict) else None
+        return machines if isinstance(machines, dict) else {}
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            value = self._entries.get(key)
+        if value is not None:
+            self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._entries[key] = value
+            machines = self._load()
+            machines.setdefault(self.machine, {}).update(self._entries)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(json.dumps({"version": 1, "machines": machines}, indent=1, sort_keys=True))
+                os.replace(tmp, self.path)
+            except OSError as exc:  # a read-only home: costs are measured again next time
+                log.debug("cannot write the cost cache %s: %s", self.path, exc)
+
+    def cached(self, key: str, measure: Callable[[], Any]) -> tuple[Any, str]:
+        """The value under ``key``, measured (and stored) when missing; with its origin."""
+        value = self.get(key)
+        if value is not None:
+            return value, "cached"
+        self.measurements += 1
+        value = measure()
+        self.put(key, value)
+        return value, "measured"
+
+
+# ------------------------------------------------------------------------------------
+# keys
+
+def file_key(path: str | os.PathLike[str]) -> str:
+    """A file's identity: absolute path, size and modification time."""
+    p = Path(path).resolve()
+    try:
+        st = p.stat()
+        return f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        return str(p)
+
+
+def model_key(probe: ModelProbe) -> str:
+    cfg = {str(k).upper(): str(v) for k, v in probe.config.items() if str(k).upper() not in THREAD_KEYS}
+    raw = json.dumps([file_key(probe.path), repr(probe.spec), probe.device, probe.input_hw, sorted(cfg.items()),
+                      probe.engine])
+    return "model|" + hashlib.sha1(raw.encode()).hexdigest()[:16] + "|" + Path(probe.path).name
+
+
+def decode_key(uri: str, needs_image: bool) -> str:
+    ident = file_key(uri) if "://" not in uri and os.path.exists(uri) else uri
+    return f"decode|{ident}|{'bgr' if needs_image else 'planes'}"
+
+
+def objects_key(pipeline: str, stage: str) -> str:
+    return f"objects|{pipeline}|{stage}"
+
+
+def check_key(pipeline: str) -> str:
+    """The last run's plan check of a pipeline (shown by ``vapipe doctor``)."""
+    return f"check|{pipeline}"
+
+
+# ------------------------------------------------------------------------------------
+# measurements
+
+def _timed(fn: Callable[[], Any], clock: Callable[[], float], warmup: int = 1) -> float:
+    """Median cost in ms of ``fn`` by ``clock`` (seconds), sampled until BUDGET_S is spent."""
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < MIN_SAMPLES or (spent < BUDGET_S and len(samples) < MAX_SAMPLES):
+        t0 = clock()
+        fn()
+        dt = clock() - t0
+        samples.append(dt)
+        spent += dt
+    return float(np.median(samples)) * 1000.0
+
+
+def _process_cpu() -> float:
+    return time.process_time()
+
+
+def measure_model(probe: ModelProbe) -> dict[str, Any]:
+    """``{"ms": CPU ms of one inference on one stream of one thread (median of a few),
+    "input_hw": [height, width] the model was fed}``."""
+    from .engines import load_model
+
+    config = {k: v for k, v in probe.config.items() if str(k).upper() not in THREAD_KEYS}
+    config.update({"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False})
+    spec = probe.spec
+    if probe.input_hw is not None and spec.size is None:
+        spec = replace(spec, size=probe.input_hw)
+    elif probe.input_hw is not None and spec.size is not None and spec.size[1] == -1:
+        spec = replace(spec, size=(spec.size[0], probe.input_hw[1]))
+    model = load_model(probe.engine, probe.path, spec, probe.device, "LATENCY", config, keep=False)
+    h, w = model.input_hw
+    if spec.resize_from is not None:
+        h, w = spec.resize_from
+    image = np.random.default_rng(0).integers(0, 256, (1, h, w, 3), dtype=np.uint8)
+    if probe.engine == "openvino":
+        import openvino as ov
+
+        request = model.compiled.create_infer_request()
+        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
+        run = request.infer
+    else:
+        def run() -> Any:
+            return model.infer(image)
+    # process CPU time: the inference may run on the engine's threads, not the caller's
+    return {"ms": round(_timed(run, _process_cpu), 4), "input_hw": list(model.input_hw)}
+
+
+def measure_decode(uri: str, needs_image: bool, build_source: Callable[[str], Any]) -> tuple[float, Any]:
+    """CPU ms per frame of the source on one decoder thread (the calling thread), with the
+    full-size BGR conversion when ``needs_image``; and one decoded frame (for host costs).
+
+    ``build_source(uri)`` returns an opened source stage (``units``/``decode_unit``)."""
+    source = build_source(uri)
+    samples: list[float] = []
+    first = None
+    spent = 0.0
+    try:
+        for unit in source.units():
+            t0 = time.thread_time()
+            frames = source.decode_unit(unit)
+            for f in frames:
+                if needs_image:
+                    f.image()
+            dt = time.thread_time() - t0
+            if frames:
+                samples.extend([dt / len(frames)] * len(frames))
+                spent += dt
+                first = first or frames[0]
+            if unit is None or (len(samples) >= 8 and spent >= BUDGET_S) or len(samples) >= 3 * MAX_SAMPLES:
+                break
+    finally:
+        source.close()
+    if not samples:
+        raise ValueError(f"source {uri} gave no frames to measure")
+    # the first frames include the decoder's start-up; a GOP's I-frame costs more: mean of the rest
+    body = samples[1:] if len(samples) > 2 else samples
+    return float(np.mean(body)) * 1000.0, first
+
+
+def measure_encode(width: int, height: int, codec: str, options: dict[str, str], pix_fmt: str = "yuv420p",
+                   frames: int = 16) -> float:
+    """CPU ms per frame of encoding ``width`` x ``height`` video on one thread (the calling
+    thread: ``thread_count=1``), on moving noise (a hard case, as camera video is)."""
+    import io
+
+    import av
+
+    rng = np.random.default_rng(2)
+    w, h = width + width % 2, height + height % 2
+    tile = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)
+    pictures = [np.ascontiguousarray(np.kron(np.roll(tile, i, axis=1), np.ones((8, 8, 1), np.uint8))[:h, :w])
+                for i in range(4)]
+    with av.open(io.BytesIO(), "w", format="matroska") as out:
+        stream = out.add_stream(codec, rate=25)
+        stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+        stream.codec_context.thread_count = 1
+        stream.options = options
+        spent = 0.0
+        for i in range(frames):
+            vf = av.VideoFrame.from_ndarray(pictures[i % len(pictures)], format="bgr24")
+            t0 = time.thread_time()
+            packets = stream.encode(vf)
+            spent += time.thread_time() - t0
+            out.mux(packets)
+        t0 = time.thread_time()
+        out.mux(stream.encode(None))  # frames still in the encoder's lookahead count too
+        spent += time.thread_time() - t0
+    return spent / frames * 1000.0
+
+
+def measure_host(prepare: Callable[[], Any]) -> float:
+    """Thread CPU ms of one host-side input preparation (e.g. scaling a frame to the model)."""
+    return _timed(prepare, time.thread_time)

@@ -1,0 +1,307 @@
+"""Checks a running pipeline against its thread plan and re-plans from what it observes.
+
+Every second (after a warm-up) the check reads, over the run so far:
+
+* the process's CPU use, as a share of the cores given to the run;
+* per camera, the share of time its decoder waited on a full frame queue (the stages
+  after it are behind) and its worker waited on an empty one (decoding is behind);
+* the CPU time of every camera's reader, decoder and worker thread
+  (``/proc/self/task``), hence the observed decode and host cost per frame; the rest
+  of the process's CPU time is inference, split between the models by their planned
+  shares, and the inferences each model ran per frame (region models: objects).
+
+From those costs it makes the plan again (:func:`pipeline.planner.plan_threads`).  When
+the cores are under-used (< ``UNDERUSED`` of them) while one side waits on the other
+most of the time (``WAITING``) and the new plan differs, the check says so in the run
+summary and, with ``replan=True`` (``--replan``), applies the new plan once: every
+camera's inference stages take the new compile properties and requests before their
+next frame (:meth:`pipeline.stage.InferStage.reconfigure`; frames in flight finish on
+the old compiled model, in order).  Decoder threads change only on the next start.
+
+At the end the observed objects per frame of region models, and the decode cost of
+live sources, go into the cost cache for the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .costs import CostCache, check_key, decode_key, objects_key
+from .planner import ThreadPlan, plan_threads
+
+__all__ = ["PlanCheck", "Snapshot", "UNDERUSED", "WAITING", "thread_cpu_s", "machine_busy_s"]
+
+log = logging.getLogger("vapipe.plan")
+
+#: the cores count as under-used below this share
+UNDERUSED = 0.9
+#: one side of a frame queue "waits on the other" for at least this share of the time
+WAITING = 0.5
+WARMUP_S = 2.0
+MIN_WINDOW_S = 2.0
+SAMPLE_EVERY_S = 1.0
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def thread_cpu_s(native_id: int) -> float | None:
+    """CPU seconds (user + system) of one thread of this process, or None if unknown."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds all processes of the machine have used since boot (from ``/proc/stat``)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            values = [int(v) for v in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (values + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+@dataclass
+class Snapshot:
+    """Counters at one moment: monotonic wall time, process and machine CPU seconds, CPU
+    seconds per camera thread, and per camera its frame counts, queue waits and inferences."""
+
+    wall: float
+    cpu: float
+    machine: float | None
+    threads: dict[int, float]
+    cams: list[dict[str, Any]]
+
+
+def take_snapshot(check: "PlanCheck") -> Snapshot:
+    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
+    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
+                    {tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
+                    [c.counters() for c in check.cameras])
+
+
+class PlanCheck:
+    """Watches ``cameras`` (objects with ``stats``, ``frames`` queue, ``stages``, ``threads_by_role``)
+    run under ``plan``; call :meth:`sample` often (it acts at most once a second)."""
+
+    def __init__(self, plan: ThreadPlan, cameras: list[Any], *, pipeline: str, uris: list[str],
+                 replan: bool = False, cache: CostCache | None = None, warmup_s: float | None = None) -> None:
+        self.plan = plan
+        self.infos = {i.name: i for i in plan.infos}
+        self.cameras = [_CameraView(c) for c in cameras]
+        self.pipeline = pipeline
+        self.uris = uris
+        self.needs_image = plan.needs_image
+        self.user_decoder_threads = plan.user_decoder_threads
+        self.replan = replan
+        self.cache = cache
+        self.warmup_s = WARMUP_S if warmup_s is None else warmup_s
+        self.started = time.monotonic()
+        self._base: Snapshot | None = None
+        self._last = 0.0
+        self.replanned: dict[str, Any] | None = None
+        self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)"}
+        self.observed: dict[str, Any] = {}
+
+    def thread_ids(self) -> list[int]:
+        return [tid for c in self.cameras for tid in c.thread_ids()] + [threading.get_native_id()]
+
+    def sample(self) -> None:
+        if not self.plan.enabled:
+            return
+        now = time.monotonic()
+        if now - self.started < self.warmup_s or now - self._last < SAMPLE_EVERY_S:
+            return
+        self._last = now
+        if self._base is None:
+            self._base = take_snapshot(self)
+            return
+        if now - self._base.wall < MIN_WINDOW_S:
+            return
+        self.evaluate(self._base, take_snapshot(self))
+
+    def evaluate(self, base: Snapshot, snap: Snapshot) -> None:
+        """Judge the plan on what happened between ``base`` and ``snap`` (sets :attr:`result`,
+        and re-plans when told to and the plan does not fit)."""
+        wall = snap.wall - base.wall
+        cpu = snap.cpu - base.cpu
+        util = cpu / wall / max(1, self.plan.cores)
+        others = None
+        if snap.machine is not None and base.machine is not None:
+            others = max(0.0, (snap.machine - base.machine - cpu) / wall)  # cores other processes used
+        decoded = processed = 0
+        def used(tids: Any) -> float:  # CPU seconds of threads alive at both ends of the window
+            return sum(snap.threads[t] - base.threads[t] for t in tids if t in snap.threads and t in base.threads)
+
+        python_cpu = used(snap.threads)
+        decode_ms: list[float] = []
+        host_cpu = 0.0
+        behind = starving = 0.0
+        inferences: dict[str, int] = {}
+        for cam, now_c, then_c in zip(self.cameras, snap.cams, base.cams):
+            d_dec = now_c["decoded"] - then_c["decoded"]
+            d_out = now_c["processed"] - then_c["processed"]
+            decoded += d_dec
+            processed += d_out
+            readers = cam.thread_ids("read", "decode")
+            alive = all(t in snap.threads and t in base.threads for t in readers)
+            decode_ms.append(1000.0 * used(readers) / d_dec if d_dec and alive else float("nan"))
+            host_cpu += used(cam.thread_ids("work"))
+            behind = max(behind, (now_c["put_wait_s"] - then_c["put_wait_s"]) / wall)
+            if not cam.paced:
+                starving = max(starving, (now_c["get_wait_s"] - then_c["get_wait_s"]) / wall)
+            for name, n in now_c["inferences"].items():
+                inferences[name] = inferences.get(name, 0) + n - then_c["inferences"].get(name, 0)
+        if processed < 10:
+            return
+        infer_cpu = max(0.0, cpu - python_cpu)
+        planned = {n: m for n, m in self.plan.models.items() if n in inferences}
+        expected = sum(inferences[n] * planned[n]["ms"] for n in planned) / 1000.0
+        scale = infer_cpu / expected if expected > 0 else 1.0
+        per_frame = {n: inferences[n] / processed for n in planned}
+        valid_decode = [x for x in decode_ms if x == x]  # not NaN
+        self.observed = {
+            "window_s": round(wall, 2), "cpu_util": round(util, 3), "fps": round(processed / wall, 2),
+            "decode_ms": [round(x, 3) if x == x else None for x in decode_ms],  # None: not measurable
+            "host_ms": round(1000.0 * host_cpu / processed, 3),
+            "infer_ms": {n: round(planned[n]["ms"] * scale, 3) for n in planned},
+            "per_frame": {n: round(v, 3) for n, v in per_frame.items()},
+            "decoder_waits_full": round(behind, 3), "worker_waits_empty": round(starving, 3),
+            "other_processes_cores": None if others is None else round(others, 2),
+        }
+        candidate = self._candidate(valid_decode, host_cpu, processed, scale, per_frame)
+        verdict = self._verdict(util, behind, starving, candidate, others)
+        self.result = {"status": verdict, "observed": self.observed,
+                       "predicted_fps": self.plan.predicted_fps,
+                       "replan": _shares(candidate) if candidate is not None else None}
+        if self.replanned is not None:
+            self.result["replanned"] = self.replanned
+        elif self.replan and candidate is not None and verdict.startswith("plan does not fit"):
+            self._apply(candidate)
+
+    def _candidate(self, decode_ms: list[float], host_cpu: float, processed: int, scale: float,
+                   per_frame: dict[str, float]) -> ThreadPlan:
+        infos = []
+        for info in self.infos.values():
+            m = self.plan.models.get(info.name)
+            if m is not None and info.name in per_frame:
+                info = replace(info, ms=m["ms"] * scale, per_frame=per_frame[info.name] or 1e-6,
+                               origin="observed")
+            infos.append(info)
+        return plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
+                            decode_ms=decode_ms or None, host_ms=1000.0 * host_cpu / processed,
+                            decode_origin="observed")
+
+    def _verdict(self, util: float, behind: float, starving: float, candidate: ThreadPlan,
+                 others: float | None) -> str:
+        if util >= UNDERUSED:
+            return f"ok: {util:.0%} of {self.plan.cores} cores busy"
+        if others is not None and util + others / max(1, self.plan.cores) >= UNDERUSED and others >= 0.2:
+            return (f"machine busy: this run used {util:.0%} of {self.plan.cores} cores and other processes "
+                    f"{others:.1f} cores; the plan is not judged")
+        differs = _shares(candidate) != _shares(self.plan)
+        if behind >= WAITING:
+            what = f"decoders waited for the stages after them {behind:.0%} of the time"
+        elif starving >= WAITING:
+            what = f"workers waited for decoded frames {starving:.0%} of the time"
+        else:
+            return f"ok: {util:.0%} of {self.plan.cores} cores busy, no stage waiting on another (paced or idle)"
+        if not differs:
+            return f"ok: {util:.0%} of {self.plan.cores} cores busy; {what}; the observed costs give the same plan"
+        hint = "" if self.replan else "; run with --replan to apply it"
+        return f"plan does not fit: {util:.0%} of {self.plan.cores} cores busy while {what}; " \
+               f"observed costs give {_describe(candidate)}{hint}"
+
+    def _apply(self, candidate: ThreadPlan) -> None:
+        changed: dict[str, Any] = {}
+        for name, cfg in candidate.infer.items():
+            requests = candidate.requests.get(name)
+            if name in candidate.user_set or (cfg == self.plan.infer.get(name)
+                                              and requests == self.plan.requests.get(name)):
+                continue
+            for cam in self.cameras:
+                stage = cam.camera.stages.get(name)
+                if stage is None or not hasattr(stage, "reconfigure"):
+                    continue
+                update: dict[str, Any] = {"config": {**dict(getattr(stage.params, "config", {}) or {}), **cfg}}
+                if requests is not None:
+                    update["requests"] = requests
+                stage.reconfigure(update)
+                changed[name] = {**cfg, **({"requests": requests} if requests is not None else {})}
+        self.replanned = {"at_s": round(time.monotonic() - self.started, 2), "stages": changed}
+        log.warning("re-planned after %.1f s from observed costs: %s", time.monotonic() - self.started,
+                    _describe(candidate))
+        self.plan = replace(candidate, notes=[*candidate.notes, "re-planned from observed costs"])
+        self._base = None  # judge the new plan on a fresh window
+
+    def store(self) -> None:
+        """Keep what the run observed for the next start: region models' objects per frame and
+        live sources' decode cost."""
+        if self.cache is None or not self.observed:
+            return
+        self.cache.put(check_key(self.pipeline), {"status": self.result.get("status"),
+                                                  "observed": self.observed, "at": time.time()})
+        for name, value in self.observed.get("per_frame", {}).items():
+            info = self.infos.get(name)
+            if info is not None and info.objects:
+                self.cache.put(objects_key(self.pipeline, name), round(value, 3))
+        for cam, uri, ms in zip(self.cameras, self.uris, self.observed.get("decode_ms", [])):
+            if not cam.can_probe and ms is not None:
+                self.cache.put(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"plan check: {self.result.get('status')}"]
+        obs = self.observed
+        if obs:
+            models = ", ".join(f"{n} {obs['infer_ms'][n]:.2f} ms x {obs['per_frame'][n]:.2f}/frame"
+                               for n in obs.get("infer_ms", {}))
+            dec = ", ".join("?" if x is None else f"{x:.2f}" for x in obs.get("decode_ms", []))
+            lines.append(f"  observed: decode {dec} ms/frame, host {obs['host_ms']:.2f} ms/frame, {models}; "
+                         f"decoders waited {obs['decoder_waits_full']:.0%}, workers waited "
+                         f"{obs['worker_waits_empty']:.0%} of the time")
+        if self.replanned:
+            lines.append(f"  re-planned at {self.replanned['at_s']} s: {self.replanned['stages']}")
+        return lines
+
+
+def _shares(plan: ThreadPlan) -> dict[str, Any]:
+    return {"decoder_threads": plan.decoder_threads, "infer": {n: dict(c) for n, c in plan.infer.items()},
+            "requests": dict(plan.requests)}
+
+
+def _describe(plan: ThreadPlan) -> str:
+    parts = [f"{n} {c['NUM_STREAMS']} stream(s) x {c['INFERENCE_NUM_THREADS'] // max(1, c['NUM_STREAMS'])} "
+             f"thread(s)" for n, c in plan.infer.items()]
+    return (f"decode {plan.decoder_threads} thread(s), " + ", ".join(parts)
+            + f" ({plan.predicted_fps:.0f} fps predicted)")
+
+
+class _CameraView:
+    """What the check reads of one camera of the runtime."""
+
+    def __init__(self, camera: Any) -> None:
+        self.camera = camera
+        source = camera.source
+        self.live = bool(getattr(source, "live", False))
+        self.can_probe = bool(getattr(source, "can_probe", not self.live))
+        params = getattr(source, "params", None)
+        self.paced = self.live or bool(getattr(params, "realtime", False)) or camera.opts.capture_delay_ms > 0
+
+    def thread_ids(self, *roles: str) -> list[int]:
+        ids = getattr(self.camera, "native_ids", {})
+        return [tid for role, tid in ids.items() if not roles or role in roles]
+
+    def counters(self) -> dict[str, Any]:
+        cam = self.camera
+        q = cam.frames
+        infer = {n: getattr(st, "inferences", 0) for n, st in cam.stages.items() if hasattr(st, "inferences")}
+        return {"decoded": cam.stats.decoded, "processed": cam.stats.processed, "put_wait_s": q.put_wait_s,
+                "get_wait_s": q.get_wait_s, "inferences": infer}

@@ -1,0 +1,123 @@
+"""Request priorities between cameras on a shared model: who starts first, the guaranteed
+minimum rate, and no deadlock when a waiting camera holds slots itself."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pipeline.arbiter import RequestArbiter, SourcePriority
+
+
+def _start_waiters(arbiter: RequestArbiter, who: list[SourcePriority], order: list[str]) -> list[threading.Thread]:
+    def run(p: SourcePriority) -> None:
+        arbiter.acquire(p)
+        order.append(p.name)
+
+    threads = []
+    for p in who:  # queue them in this order, each after the previous is waiting
+        t = threading.Thread(target=run, args=(p,), daemon=True)
+        t.start()
+        threads.append(t)
+        deadline = time.monotonic() + 2
+        while p.waits == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+    return threads
+
+
+def test_waiting_cameras_start_by_priority_then_in_arrival_order() -> None:
+    arbiter = RequestArbiter(1)
+    holder = SourcePriority("normal", name="holder")
+    arbiter.acquire(holder)
+    waiters = [SourcePriority("low", name="low"), SourcePriority("normal", name="n1"),
+               SourcePriority("high", name="high"), SourcePriority("normal", name="n2")]
+    order: list[str] = []
+    threads = _start_waiters(arbiter, waiters, order)
+    assert order == [] and arbiter.active == 1
+    for expected in ("high", "n1", "n2", "low"):
+        arbiter.release()
+        deadline = time.monotonic() + 2
+        while (not order or order[-1] != expected) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert order[-1] == expected, order
+    for t in threads:
+        t.join(2)
+    assert order == ["high", "n1", "n2", "low"]
+
+
+def test_a_camera_below_its_min_fps_goes_first() -> None:
+    arbiter = RequestArbiter(1)
+    holder = SourcePriority("high", name="holder")
+    arbiter.acquire(holder)
+    starved = SourcePriority("low", min_fps=20.0, name="starved")
+    starved.last_start = time.monotonic() - 1.0  # nothing started for a second: below 20 fps
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [SourcePriority("high", name="high"), starved], order)
+    arbiter.release()
+    deadline = time.monotonic() + 2
+    while not order and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert order[0] == "starved" and starved.promoted == 1
+    arbiter.release()
+    for t in threads:
+        t.join(2)
+    assert order == ["starved", "high"]
+
+
+def test_unknown_priority_is_rejected_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown priority 'urgent'; valid: high, normal, low"):
+        SourcePriority("urgent")
+
+
+def test_pools_of_several_cameras_share_a_model_without_deadlock_and_keep_results() -> None:
+    """Eight cameras' pools on one compiled model with capacity 2: each camera keeps several
+    requests in flight, so waiting cameras hold slots themselves; every result is right."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from pipeline.engine import Engine, InputSpec
+
+    x = ops.parameter([1, 3, 32, 32], np.float32, name="image")
+    model = ov.Model([ops.reduce_sum(x, [1, 2, 3], keep_dims=False)], [x], "sum")
+    path = _save(model)
+    loaded = Engine().load(path, InputSpec(host_color="RGB", model_color="RGB"), "CPU", "THROUGHPUT",
+                           {"NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": 2})
+    assert loaded.arbiter().capacity == loaded.optimal_requests
+    levels = ["high"] + ["normal"] * 6 + ["low"]
+    results: dict[int, list[tuple[float, float]]] = {}
+    errors: list[BaseException] = []
+
+    def camera(k: int) -> None:
+        try:
+            pool = loaded.create_pool(3, SourcePriority(levels[k], min_fps=1.0, name=str(k)))
+            rng = np.random.default_rng(k)
+            images = [rng.integers(0, 256, (32, 32, 3), dtype=np.uint8) for _ in range(40)]
+            jobs = [(float(img.astype(np.float64).sum()), pool.start(img, lambda outs: float(outs[0][0])))
+                    for img in images]
+            results[k] = [(want, pool.finish(job)) for want, job in jobs]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=camera, args=(k,), daemon=True) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and all(not t.is_alive() for t in threads)
+    assert loaded.arbiter().active == 0
+    for k in range(8):
+        assert len(results[k]) == 40
+        assert all(abs(want - got) <= 1e-3 * want for want, got in results[k]), k
+
+
+def _save(model) -> str:
+    import tempfile
+
+    import openvino as ov
+
+    path = tempfile.mkdtemp() + "/sum.xml"
+    ov.save_model(model, path)
+    return path

@@ -1,0 +1,116 @@
+"""Costs the planner works from: measured on this machine, cached per machine, used on the next start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline import threads
+from pipeline.config import load_config
+from pipeline.costs import CostCache, ModelProbe, measure_model
+from pipeline.engine import InputSpec
+from pipeline.graph import build_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENE = "testsrc://bars?width=640&height=360&frames=60"
+
+
+def _graph(name: str):
+    cfg = load_config(str(ROOT / "pipelines.yaml"), check_files=False)
+    return build_graph(cfg.get(name), str(ROOT / "pipelines.yaml"))
+
+
+def _conv_model(path: Path, channels: int) -> Path:
+    """A 3x3 convolution stack on a 3x64x64 input, written as OpenVINO IR."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([1, 3, 64, 64], np.float32, name="image")
+    y = x
+    c_in = 3
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        w = ops.constant(rng.standard_normal((channels, c_in, 3, 3)).astype(np.float32) * 0.1)
+        y = ops.relu(ops.convolution(y, w, [1, 1], [1, 1], [1, 1], [1, 1]))
+        c_in = channels
+    ov.save_model(ov.Model([y], [x], "convs"), str(path))
+    return path
+
+
+def test_a_model_is_timed_on_one_thread_and_bigger_work_costs_more(tmp_path: Path) -> None:
+    spec = InputSpec(host_color="RGB", model_color="RGB")
+    small = measure_model(ModelProbe("s", _conv_model(tmp_path / "small.xml", 8), spec, "CPU", "THROUGHPUT", {}))
+    big = measure_model(ModelProbe("b", _conv_model(tmp_path / "big.xml", 64), spec, "CPU", "THROUGHPUT", {}))
+    assert small["input_hw"] == [64, 64] and small["ms"] > 0
+    # 64 channels do ~60x the multiply-adds of 8; the timing must see it (CPU time, not wall time)
+    assert big["ms"] > 4 * small["ms"], (small, big)
+
+
+def test_the_second_start_measures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = _graph("persons")
+    first_cache = CostCache(tmp_path / "costs.json")
+    first = threads.plan_for_graph(graph, [SCENE], cores=2, costs=first_cache)
+    assert first_cache.measurements >= 2  # the scene's decode and the pose model
+    assert first.decode_origin == "measured" and first.models["person_detect"]["origin"] == "measured"
+
+    def refuse(*_a, **_k):
+        raise AssertionError("measured again although the costs are cached")
+
+    for name in ("measure_model", "measure_decode", "measure_host"):
+        monkeypatch.setattr(threads, name, refuse)
+    second_cache = CostCache(tmp_path / "costs.json")
+    second = threads.plan_for_graph(graph, [SCENE], cores=2, costs=second_cache)
+    assert second_cache.measurements == 0 and second_cache.hits >= 3
+    assert second.decode_origin == "cached" and second.models["person_detect"]["origin"] == "cached"
+    assert second.infer == first.infer and second.decode_ms == pytest.approx(first.decode_ms, abs=1e-3)
+    assert second.host_ms == pytest.approx(first.host_ms, abs=1e-3)
+    assert "(cached)" in second.summary()
+
+
+def test_costs_are_kept_per_machine(tmp_path: Path) -> None:
+    path = tmp_path / "costs.json"
+    CostCache(path, machine="cpu A").put("model|x", {"ms": 3.0})
+    CostCache(path, machine="cpu B").put("model|x", {"ms": 12.0})
+    assert CostCache(path, machine="cpu A").get("model|x") == {"ms": 3.0}
+    assert CostCache(path, machine="cpu B").get("model|x") == {"ms": 12.0}
+    assert CostCache(path, machine="cpu C").get("model|x") is None
+    assert "avx" in CostCache(path).machine or "[" in CostCache(path).machine  # vector extensions are part of it
+
+
+def _clip(path: Path, width: int, height: int, frames: int = 30) -> str:
+    """An H.264 clip of moving noise (hard to compress, so decoding has work to do)."""
+    import av
+
+    rng = np.random.default_rng(3)
+    tile = rng.integers(0, 256, (height // 4, width // 4, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "23"}
+        for i in range(frames):
+            img = np.kron(np.roll(tile, i, axis=1), np.ones((4, 4, 1), np.uint8))
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="bgr24")):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return str(path)
+
+
+def test_decode_cost_grows_with_the_picture(tmp_path: Path) -> None:
+    graph = _graph("persons")
+    cache = CostCache(tmp_path / "c.json")
+    small = threads.plan_for_graph(graph, [_clip(tmp_path / "s.mp4", 320, 180)], cores=2, costs=cache)
+    large = threads.plan_for_graph(graph, [_clip(tmp_path / "l.mp4", 1280, 720)], cores=2, costs=cache)
+    # 16x the pixels: decoding takes several times longer per frame (thread CPU time)
+    assert large.decode_ms[0] > 4 * small.decode_ms[0], (small.decode_ms, large.decode_ms)
+
+
+def test_what_cannot_be_measured_is_assumed_and_the_run_reports_it(tmp_path: Path) -> None:
+    graph = _graph("persons")
+    overrides = {"person_detect": {"model": str(tmp_path / "missing.tflite")}}
+    plan = threads.plan_for_graph(graph, [str(tmp_path / "missing.mp4")], cores=2, overrides=overrides,
+                                  costs=CostCache(tmp_path / "c.json"))
+    assert plan.decode_origin == "assumed" and plan.models["person_detect"]["origin"] == "assumed"
+    assert plan.infer["person_detect"]["INFERENCE_NUM_THREADS"] >= 1

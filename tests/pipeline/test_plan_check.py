@@ -1,0 +1,151 @@
+"""The runtime's check of the thread plan: judged on observed counters, re-planned safely."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pipeline import plan_check
+from pipeline.plan_check import PlanCheck, Snapshot
+from pipeline.planner import InferInfo, plan_threads
+from pipeline.queues import BoundedQueue
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Stage:
+    def __init__(self) -> None:
+        self.params = SimpleNamespace(config={"INFERENCE_PRECISION_HINT": "f32"})
+        self.inferences = 0
+        self.updates: list[dict[str, Any]] = []
+
+    def reconfigure(self, update: dict[str, Any]) -> None:
+        self.updates.append(update)
+
+
+def _camera() -> SimpleNamespace:
+    return SimpleNamespace(source=SimpleNamespace(live=False, params=SimpleNamespace(realtime=False)),
+                           opts=SimpleNamespace(capture_delay_ms=0.0), frames=BoundedQueue(4, "block", threading.Event()),
+                           stats=SimpleNamespace(decoded=0, processed=0), stages={"person_detect": _Stage()},
+                           native_ids={"read": 101, "decode": 102, "work": 103})
+
+
+def _counters(decoded: int, processed: int, put_wait: float, get_wait: float, inferences: int) -> dict[str, Any]:
+    return {"decoded": decoded, "processed": processed, "put_wait_s": put_wait, "get_wait_s": get_wait,
+            "inferences": {"person_detect": inferences}}
+
+
+def _check(ms: float, replan: bool) -> tuple[PlanCheck, SimpleNamespace]:
+    """A plan made from a wrong cost (``ms`` per inference) on 2 cores, and its check."""
+    plan = plan_threads(2, 1, [InferInfo("person_detect", ms=ms, per_frame=1.0, origin="measured")],
+                        decode_ms=3.6, host_ms=0.6)
+    cam = _camera()
+    return PlanCheck(plan, [cam], pipeline="persons", uris=["clip.mp4"], replan=replan), cam
+
+
+def _window(cpu_s: float, machine_s: float, put_wait: float, get_wait: float, frames: int = 500,
+            infer_cpu_s: float = 10.0) -> tuple[Snapshot, Snapshot]:
+    """10 s in which ``frames`` frames went through; the decoder and worker threads used 3 and 1 s."""
+    base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0}, [_counters(0, 0, 0.0, 0.0, 0)])
+    python = 0.2 + 2.8 + 1.0
+    snap = Snapshot(10.0, cpu_s, machine_s, {101: 0.2, 102: 2.8, 103: 1.0},
+                    [_counters(frames + 10, frames, put_wait, get_wait, frames)])
+    assert cpu_s >= python
+    return base, snap
+
+
+def test_idle_cores_while_decoders_wait_on_inference_is_a_plan_that_does_not_fit() -> None:
+    check, cam = _check(ms=3.0, replan=False)
+    assert check.plan.infer["person_detect"]["NUM_STREAMS"] == 1  # 3 ms looked cheap: one stream
+    # observed: 70 % of 2 cores, decoders waiting on a full queue 80 % of the time; inference
+    # took 14 - 4 = 10 CPU-s for 500 frames: 20 ms per inference, not 3
+    check.evaluate(*_window(cpu_s=14.0, machine_s=14.0, put_wait=8.0, get_wait=0.1))
+    status = check.result["status"]
+    assert status.startswith("plan does not fit: 70% of 2 cores busy while decoders waited"), status
+    assert "--replan" in status
+    assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)
+    assert check.observed["decode_ms"][0] == pytest.approx(3000 / 510, rel=0.01)
+    assert check.result["replan"]["infer"]["person_detect"] == {"NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": 2}
+    assert cam.stages["person_detect"].updates == []  # not applied without --replan
+    assert any("plan check: plan does not fit" in line for line in check.summary_lines())
+
+
+def test_replan_applies_the_new_plan_once_to_every_camera() -> None:
+    check, cam = _check(ms=3.0, replan=True)
+    check.evaluate(*_window(cpu_s=14.0, machine_s=14.0, put_wait=8.0, get_wait=0.1))
+    (update,) = cam.stages["person_detect"].updates
+    assert update["config"] == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": 2}
+    assert update["requests"] == 3
+    assert check.replanned["stages"]["person_detect"]["NUM_STREAMS"] == 2
+    assert check.plan.infer["person_detect"]["NUM_STREAMS"] == 2
+    check.evaluate(*_window(cpu_s=14.0, machine_s=14.0, put_wait=8.0, get_wait=0.1))
+    assert len(cam.stages["person_detect"].updates) == 1  # once
+
+
+def test_busy_cores_or_a_busy_machine_or_a_balanced_plan_are_not_a_misfit() -> None:
+    check, _ = _check(ms=3.0, replan=True)
+    check.evaluate(*_window(cpu_s=18.6, machine_s=18.6, put_wait=8.0, get_wait=0.1))
+    assert check.result["status"].startswith("ok: 93% of 2 cores busy")
+    check.evaluate(*_window(cpu_s=9.0, machine_s=19.0, put_wait=8.0, get_wait=0.1))  # others took 1 core
+    assert check.result["status"].startswith("machine busy: this run used 45% of 2 cores and other processes 1.0")
+    check, _ = _check(ms=20.0, replan=True)  # measured right: the observed costs give the same plan
+    check.evaluate(*_window(cpu_s=14.0, machine_s=14.0, put_wait=8.0, get_wait=0.1))
+    assert "the observed costs give the same plan" in check.result["status"]
+    assert check.replanned is None
+
+
+def test_decoders_behind_with_idle_cores_is_reported_too() -> None:
+    check, _ = _check(ms=20.0, replan=False)
+    # the decoder used 9.4 s of CPU for 500 frames (18.4 ms each, e.g. a 4K stream); workers waited
+    base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0}, [_counters(0, 0, 0.0, 0.0, 0)])
+    snap = Snapshot(10.0, 11.0, 11.0, {101: 0.2, 102: 9.2, 103: 0.5}, [_counters(500, 500, 0.0, 7.0, 500)])
+    check.evaluate(base, snap)
+    assert "workers waited for decoded frames 70% of the time" in check.result["status"]
+
+
+def test_a_replan_mid_run_loses_no_frame_and_changes_no_result(videos_dir: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every camera's detector is recompiled mid-run: frames in flight finish on the old
+    compiled model, later ones on the new, all in order, with the same boxes."""
+    from pipeline.config import load_config
+    from pipeline.graph import build_graph
+    from pipeline.runtime import RunOptions, run_pipeline
+
+    monkeypatch.setattr(plan_check, "WARMUP_S", 0.2)
+    monkeypatch.setattr(plan_check, "MIN_WINDOW_S", 0.2)
+    monkeypatch.setattr(plan_check, "SAMPLE_EVERY_S", 0.2)
+    monkeypatch.setattr(PlanCheck, "_verdict", lambda self, *a: "plan does not fit: forced for the test")
+
+    def candidate(self, *args):
+        plan = plan_threads(self.plan.cores, self.plan.sources, list(self.infos.values()))
+        plan.infer = {"person_detect": {"NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": 2}}
+        plan.requests = {"person_detect": 4}
+        return plan
+
+    monkeypatch.setattr(PlanCheck, "_candidate", candidate)
+    cfg = load_config(str(ROOT / "pipelines.yaml"), check_files=False)
+    graph = build_graph(cfg.get("persons"), str(ROOT / "pipelines.yaml"))
+    clip = str(videos_dir / "one-by-one-person-detection.mp4")
+    runs = {}
+    for name, replan in (("plain", False), ("replanned", True)):
+        opts = RunOptions(output_dir=tmp_path / name, max_frames=240, cores=2, handle_signals=False, replan=replan,
+                          capture_delay_ms=4.0)  # long enough for the check to act mid-run
+        summary = run_pipeline(graph, [clip], opts)
+        assert summary.error is None
+        runs[name] = [json.loads(line) for line in next((tmp_path / name).glob("*.jsonl")).read_text().splitlines()]
+        runs[name] = [r for r in runs[name] if "seq" in r]
+        if replan:
+            assert summary.plan_check["replanned"]["stages"]["person_detect"]["NUM_STREAMS"] == 2
+            assert 0 < summary.plan_check["replanned"]["at_s"] < summary.wall_s
+    plain, replanned = runs["plain"], runs["replanned"]
+    assert [r["seq"] for r in replanned] == list(range(240)) == [r["seq"] for r in plain]
+    assert sum(len(r["objects"]) for r in plain) > 50
+    for a, b in zip(plain, replanned):
+        assert len(a["objects"]) == len(b["objects"]), a["seq"]
+        for oa, ob in zip(a["objects"], b["objects"]):
+            assert max(abs(x - y) for x, y in zip(oa["box"], ob["box"])) < 0.5
