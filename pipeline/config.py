@@ -327,4 +327,6 @@ def _first_error(exc: ValidationError, model: type[BaseModel] | None = None) -> 
     if err["type"] == "missing":
         return f"missing required parameter {loc!r}"
     msg = err["msg"]
+    if err["type"] == "value_error" and "error" in err.get("ctx", {}):  # a validator's own message
+        msg = str(err["ctx"]["error"])
     return f"parameter {loc!r}: {msg} (got {_short(err.get('input'))})" if loc else msg

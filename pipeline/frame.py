@@ -14,9 +14,31 @@ from typing import Any, Iterable, Sequence
 import cv2
 import numpy as np
 
-__all__ = ["Detections", "Frame", "PIXEL_FORMATS"]
+__all__ = ["Detections", "Frame", "PIXEL_FORMATS", "DETECTION_RAN", "GATE", "STILL", "TRACKS_ENDED", "EVENTS",
+           "RECORD", "OVERLAY", "attr_values"]
 
 PIXEL_FORMATS = ("bgr24", "rgb24", "gray")
+
+# Keys of ``frame.attrs`` that stages share; a key is ``(name of the stage that set it, KEY)``.
+#: bool on every frame a detector saw: True when its model ran on the frame, False when it let it pass
+DETECTION_RAN = "detection_ran"
+#: bool set by gating stages (motion): False asks detectors to let the frame pass without inference
+GATE = "gate"
+#: bool: nothing moved since the previous frame (trackers keep their boxes where they are)
+STILL = "still"
+#: list of track ids (int) a tracker forgot on this frame (lost for longer than its buffer)
+TRACKS_ENDED = "tracks_ended"
+#: list of JSON-ready dicts, events that happened on this frame (``{"event": NAME, ...}``); sinks write them
+EVENTS = "events"
+#: JSON-ready dict of fields a stage adds to this frame's record (sinks merge it; fixed fields win)
+RECORD = "record"
+#: list of drawables (``stages.annotate.Shape``) in source pixels; the video sink draws them
+OVERLAY = "overlay"
+
+
+def attr_values(frame: Frame, key: str) -> list[Any]:
+    """The values every stage set under ``key`` on ``frame``, in the order they were set."""
+    return [value for (_, k), value in frame.attrs.items() if k == key]
 
 
 @dataclass(slots=True)

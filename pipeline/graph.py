@@ -100,6 +100,7 @@ def build_graph(spec: PipelineSpec, path: str = "<string>") -> PipelineGraph:
                           f"stage except the source {sources[0]!r} must read from another stage")
     _check_joined_views(g, spec, path)
     order = list(nx.lexicographical_topological_sort(g, key=names.index))
+    _check_requirements(spec, g, order, path)
     return PipelineGraph(spec=spec, graph=g, order=order)
 
 
@@ -117,3 +118,24 @@ def _check_joined_views(g: nx.DiGraph, spec: PipelineSpec, path: str) -> None:
             line = g.nodes[name]["spec"].line
             raise ConfigError(f"{path}:{line}: pipeline {spec.name!r} stage {name!r} joins branches that differ in "
                               f"the view stage(s) {', '.join(views)}; put them before the branches split")
+
+
+#: a stage type that provides each capability, for error messages
+_PROVIDERS = {"detections": "detect", "tracks": "track", "motion": "motion"}
+
+
+def _check_requirements(spec: PipelineSpec, g: nx.DiGraph, order: list[str], path: str) -> None:
+    """Every capability a stage requires (Stage.requires) is provided by a stage before it."""
+    for name in order:
+        st = g.nodes[name]["spec"]
+        needs = g.nodes[name]["cls"].requires(st.params)
+        if not needs:
+            continue
+        before = [n for n in order if n in nx.ancestors(g, name)]
+        offered = set().union(*(g.nodes[n]["cls"].provides for n in before))
+        for capability, field in needs.items():
+            if capability not in offered:
+                hint = f" (e.g. type: {_PROVIDERS[capability]})" if capability in _PROVIDERS else ""
+                raise ConfigError(f"{path}:{st.line}: pipeline {spec.name!r} stage {st.name!r}: field {field!r}: "
+                                  f"no stage before it provides {capability}{hint}; before it: "
+                                  f"{', '.join(before) or 'none'}")

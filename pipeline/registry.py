@@ -20,6 +20,9 @@ BUILTIN_STAGES: dict[str, str] = {
     "metadata": "stages.metadata:Metadata",
     "preprocess": "stages.preprocess:Preprocess",
     "mqtt": "stages.mqtt:Mqtt",
+    "track": "stages.track:Track",
+    "zones": "stages.zones:Zones",
+    "motion": "stages.motion:Motion",
 }
 
 

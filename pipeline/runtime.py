@@ -294,6 +294,17 @@ class _Camera:
             except Exception as exc:  # noqa: BLE001 - close everything, report the first
                 log.error("closing stage %r on %r failed: %s", name, self.source_id, exc)
 
+    def collect_counters(self) -> None:
+        """Each stage's totals (Stage.counters) into the source's summary."""
+        for name, st in self.stages.items():
+            try:
+                counts = st.counters()
+            except Exception as exc:  # noqa: BLE001 - a counter must never fail the run
+                log.warning("counters of stage %r on %r failed: %s", name, self.source_id, exc)
+                continue
+            if counts:
+                self.stats.counters[name] = counts
+
     def _take(self, frame: Frame) -> bool:
         """Count a decoded frame; False once ``max_frames`` is reached.
 

@@ -296,6 +296,7 @@ class Session:
             self._finished.add(id(cam))
             self._closed_ids.add(cam.source_id)
         cam.close()
+        cam.collect_counters()
         cam.stats.dropped += cam.units.dropped + cam.frames.dropped
         cam.stats.decode_errors = getattr(cam.source, "decode_errors", 0)
         if cam.priority is not None:

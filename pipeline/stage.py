@@ -38,12 +38,16 @@ class Stage:
     """One step of a pipeline.  Subclasses set ``Params`` and override hooks.
 
     Class attributes describe the contract, checked before a graph runs:
-    ``kind`` is "source", "transform" or "sink"; ``needs_labels`` lists object
-    labels the stage consumes (informational).
+    ``kind`` is "source", "transform" or "sink"; ``provides`` names what the
+    stage adds to frames for later stages ("detections", "tracks", "motion");
+    :meth:`requires` says what earlier stages must provide.
     """
 
     Params: ClassVar[type[Params]] = Params
     kind: ClassVar[str] = "transform"
+    #: what this stage adds to frames ("detections": objects in ``frame.detections``, "tracks": track ids on
+    #: them, "motion": motion regions and a detection gate); a user's detector stage declares "detections"
+    provides: ClassVar[frozenset[str]] = frozenset()
     #: True if the stage reads full-resolution pixels (``frame.image()``); the runtime
     #: then converts each frame once on the decoder thread, and scalers reuse it.
     needs_image: ClassVar[bool] = False
@@ -60,6 +64,17 @@ class Stage:
         self.name = name or type(self).__name__.lower()
         self.source_id = ""  # set by the runtime for per-camera instances
         self._opened = False
+
+    @classmethod
+    def requires(cls, params: dict[str, Any]) -> dict[str, str]:
+        """What an earlier stage must provide for these parameters: ``{capability: field}``, where
+        field names the parameter that needs it (``inputs`` when the stage itself does).  Checked
+        when the graph is built, before anything opens."""
+        return {}
+
+    def counters(self) -> dict[str, Any]:
+        """JSON-ready totals for the run summary (e.g. line crossings per label); empty: none."""
+        return {}
 
     # lifecycle -----------------------------------------------------------------
     def open(self) -> None:

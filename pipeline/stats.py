@@ -62,6 +62,7 @@ class SourceStats:
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
     priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
     state: str | None = None  # last state a live source reported (connecting, streaming, ...)
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -86,7 +87,8 @@ class SourceStats:
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
-                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
+                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error,
+                "counters": self.counters}
 
 
 @dataclass
@@ -134,6 +136,7 @@ class RunSummary:
             if s.reconnect_s:
                 notes.append(f"reconnected {len(s.reconnect_s)}x (down {min(s.reconnect_s):.1f}-"
                              f"{max(s.reconnect_s):.1f} s)")
+            notes.extend(f"{stage}: {_flat(counts)}" for stage, counts in s.counters.items() if _flat(counts))
             if s.error:
                 notes.append(f"error: {s.error}")
             lines.extend(f"  {n}" for n in notes)
@@ -144,6 +147,14 @@ class RunSummary:
         for out in self.outputs:
             lines.append(f"output: {out}")
         return "\n".join(lines)
+
+
+def _flat(value: Any, prefix: str = "") -> str:
+    """Nested counters on one line: ``lines.door.in.person=3 lines.door.out.person=1``."""
+    if isinstance(value, dict):
+        parts = [_flat(v, f"{prefix}.{k}" if prefix else str(k)) for k, v in value.items()]
+        return " ".join(p for p in parts if p)
+    return f"{prefix}={value}"
 
 
 def _short(text: str, width: int) -> str:

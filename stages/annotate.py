@@ -10,8 +10,9 @@ OpenCV's Hershey fonts, which only cover ASCII: other characters show as ``?``.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import cv2
 import numpy as np
@@ -19,7 +20,8 @@ import numpy as np
 from pipeline.frame import Detections
 
 __all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "AttributeAnnotator", "PALETTE",
-           "color_for", "default_annotators", "annotate_all", "draw_outline", "OUTLINE_COLOR", "scale_detections"]
+           "color_for", "default_annotators", "annotate_all", "draw_outline", "OUTLINE_COLOR", "scale_detections",
+           "Shape", "draw_shapes"]
 
 Color = tuple[int, int, int]
 
@@ -304,3 +306,38 @@ def scale_detections(detections: Detections, sx: float, sy: float) -> Detections
         for a in det.attributes
     ]
     return det
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Something a stage asks the video sink to draw (``frame.attrs[(stage, OVERLAY)]``): a
+    polyline through ``points`` ((K, 2) source pixels), ``closed`` into a polygon, or with an
+    arrow head at its last point; ``text`` is captioned at its first point."""
+
+    points: np.ndarray
+    color: Color = (0, 255, 255)
+    closed: bool = False
+    arrow: bool = False
+    text: str = ""
+
+    def mapped(self, to: Callable[[np.ndarray], np.ndarray]) -> "Shape":
+        """The shape with its points passed through ``to`` ((K, 2) -> (K, 2))."""
+        return replace(self, points=np.asarray(to(np.asarray(self.points, np.float64)), np.float64))
+
+
+def draw_shapes(image: np.ndarray, shapes: list[Shape]) -> np.ndarray:
+    """Draw ``shapes`` in place on a BGR uint8 image (H, W, 3); returns it."""
+    _check(image)
+    lw = _line_width(image)
+    scale = _font_scale(image)
+    for shape in shapes:
+        pts = np.rint(np.nan_to_num(np.asarray(shape.points, np.float64))).astype(np.int32).reshape(-1, 2)
+        if len(pts) >= 2:
+            if shape.arrow and len(pts) == 2:
+                cv2.arrowedLine(image, tuple(pts[0].tolist()), tuple(pts[1].tolist()), shape.color, lw, cv2.LINE_AA,
+                                tipLength=0.3)
+            else:
+                cv2.polylines(image, [pts.reshape(-1, 1, 2)], shape.closed, shape.color, lw, cv2.LINE_AA)
+        if shape.text and len(pts):
+            _caption(image, _ascii(shape.text), int(pts[0][0]), int(pts[0][1]), shape.color, scale)
+    return image

@@ -15,10 +15,11 @@ from pydantic import Field, field_validator
 from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool
 from pipeline.engines import load_model
-from pipeline.frame import Frame
+from pipeline.frame import TRACKS_ENDED, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
+from ._reclassify import ReclassifyCache
 from .model_settings import ClassifierSettings
 from .models.base import RoiAdapter
 
@@ -40,6 +41,9 @@ class Classify(InferStage):
     class Params(InferParams, ClassifierSettings):
         on: list[str] = Field(description="object labels to run on, e.g. [face]")
         max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")
+        reclassify: int = Field(1, ge=0, description="run on a tracked object every N frames (1: every frame; 0: "
+                                "once per track); in between it keeps its last results (positions such as landmarks "
+                                "move with its box); needs a track stage before")
 
         @field_validator("decoder")
         @classmethod
@@ -48,6 +52,10 @@ class Classify(InferStage):
             return value
 
     params: Params
+
+    @classmethod
+    def requires(cls, params: dict[str, Any]) -> dict[str, str]:
+        return {"tracks": "reclassify"} if params.get("reclassify", 1) != 1 else {}
 
     def open(self) -> None:
         from pipeline.models import resolve_model
@@ -63,6 +71,7 @@ class Classify(InferStage):
         n = self.params.requests or max(2, model.optimal_requests)
         self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
+        self.reuse = ReclassifyCache(self.params.reclassify) if self.params.reclassify != 1 else None
 
     def close(self) -> None:
         if hasattr(self, "pool"):
@@ -89,19 +98,37 @@ class Classify(InferStage):
             # crop never waits for an older frame's crops (at most MAX_AUTO_REQUESTS).
             self.pool.grow(min(MAX_AUTO_REQUESTS, len(idx) * self.depth))
         jobs = []
-        self.inferences += len(idx)
         adapter = self.adapter
+        reuse = self.reuse
+        if reuse is not None:
+            for ended in attr_values(frame, TRACKS_ENDED):
+                reuse.forget(frame.source_id, ended)
         for i in idx:
+            tid = int(dets.track_id[i])
+            if reuse is not None and tid >= 0 and not reuse.due(frame.source_id, tid, frame.seq):
+                jobs.append((int(i), None))  # keeps the result of an earlier frame
+                continue
             crop, ctx = adapter.prepare(frame, dets, int(i), self.model.input_hw)
             jobs.append((int(i), self.pool.start(crop, lambda outs, ctx=ctx: adapter.decode(outs, ctx))))
+            self.inferences += 1
         return jobs
 
     def is_done(self, ticket: Any) -> bool:
-        return all(self.pool.is_done(job) for _, job in ticket)
+        return all(job is None or self.pool.is_done(job) for _, job in ticket)
 
     def complete(self, frame: Frame, ticket: Any) -> Frame:
+        dets = frame.detections
         for i, job in ticket:
-            self.adapter.apply(frame.detections, i, self.pool.finish(job))
+            tid = int(dets.track_id[i])
+            if job is None:
+                kept = self.reuse.last(frame.source_id, tid) if self.reuse is not None else None
+                if kept is not None:
+                    self.adapter.apply(dets, i, self.adapter.carry(kept[0], kept[1], dets.xyxy[i]))
+                continue
+            result = self.pool.finish(job)
+            self.adapter.apply(dets, i, result)
+            if self.reuse is not None and tid >= 0:
+                self.reuse.store(frame.source_id, tid, result, dets.xyxy[i])
         return frame
 
 

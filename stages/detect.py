@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool
 from pipeline.engines import load_model
-from pipeline.frame import Detections, Frame
+from pipeline.frame import DETECTION_RAN, GATE, Detections, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class
@@ -30,13 +30,21 @@ log = logging.getLogger("vapipe.detect")
 
 
 class Detect(InferStage):
-    """Runs a detector; each camera keeps ``requests`` inferences in flight."""
+    """Runs a detector; each camera keeps ``requests`` inferences in flight.
+
+    Every frame gets ``frame.attrs[(name, DETECTION_RAN)]``: True when the model ran on it.
+    It runs on frames 0, N, 2N, ... (``every: N``, as DL Streamer's ``inference-interval``)
+    whose gates are open (``GATE`` attributes, e.g. from a motion stage; none: open).
+    """
+
+    provides: ClassVar[frozenset[str]] = frozenset({"detections"})
 
     class Params(InferParams, DetectorSettings):
         decoder: str | None = Field(  # type: ignore[assignment]
             None, description="output decoder (model family); default: recognised from the model's outputs "
             "and metadata (yolo, yolov5, yolox, yolo_end2end, ssd)")
-        every: int = Field(1, ge=1, description="run the model on every N-th frame; others pass unchanged")
+        every: int = Field(1, ge=1, description="run the model on frames 0, N, 2N, ... (N=1: every frame); others "
+                           "pass unchanged")
         resize: Literal["auto", "host", "engine"] | None = Field(
             None, description="where the frame is scaled to the model's input: host (from the decoder's planes "
             "or the converted image), engine (full-size uint8 frame, resized inside the compiled model), or auto "
@@ -148,7 +156,12 @@ class Detect(InferStage):
 
     def wants(self, frame: Frame) -> bool:
         self._count += 1
-        return (self._count - 1) % self.params.every == 0
+        run = (self._count - 1) % self.params.every == 0 and all(attr_values(frame, GATE))
+        frame.attrs[(self.name, DETECTION_RAN)] = run
+        return run
+
+    def counters(self) -> dict[str, Any]:
+        return {"frames_inferred": self.inferences, "frames_passed": getattr(self, "_count", 0) - self.inferences}
 
     def start(self, frame: Frame) -> Any:
         route = self._route_for(frame)

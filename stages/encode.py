@@ -38,13 +38,13 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from pipeline.frame import Frame
-from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
+from pipeline.frame import OVERLAY, Frame, attr_values
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, TransformedFrame, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
-from .annotate import Annotator, annotate_all, default_annotators, draw_outline, scale_detections
+from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
 
@@ -155,10 +155,14 @@ class Encode(Stage):
         return float(self.params.fps or self.source_fps or DEFAULT_FPS)
 
     def _write(self, frame: Frame) -> None:
+        shapes = [s for shapes in attr_values(frame, OVERLAY) for s in shapes] if self.params.annotate else []
+        view = frame
         frame, outline = sink_picture(frame, self.params.view)
+        if shapes and frame is not view and isinstance(view, TransformedFrame):  # stages drew in the view's pixels
+            shapes = [s.mapped(view.geometry.to_source) for s in shapes]
         if self._container is None:
             self._start(frame)
-        vframe, borrowed = self._video_frame(frame, outline)
+        vframe, borrowed = self._video_frame(frame, outline, shapes)
         saved = _timing(vframe) if borrowed else None
         pts = self._next_pts(frame)
         before = self._last_pts, self.frames_written
@@ -213,11 +217,13 @@ class Encode(Stage):
         raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
                          f"for {self.path}: {error}") from error
 
-    def _video_frame(self, frame: Frame, outline: np.ndarray | None = None) -> tuple[Any, bool]:
+    def _video_frame(self, frame: Frame, outline: np.ndarray | None = None,
+                     shapes: list[Shape] | None = None) -> tuple[Any, bool]:
         """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame;
-        ``outline``: a region to outline (frame pixels)."""
+        ``outline``: a region to outline, ``shapes``: what stages asked to draw (frame pixels)."""
+        shapes = shapes or []
         w, h = self._size
-        draw = self.params.annotate and (len(frame.detections) > 0 or outline is not None)
+        draw = self.params.annotate and (len(frame.detections) > 0 or outline is not None or bool(shapes))
         src = frame.av_frame
         if not draw and not frame.has_image and src is not None and (src.width, src.height) == (w, h):
             return src, True  # no conversion to BGR and back
@@ -234,10 +240,12 @@ class Encode(Stage):
                 annotate_all(image, scale_detections(frame.detections, w / iw, h / ih), self.annotators)
                 if outline is not None:
                     draw_outline(image, outline * np.array([w / iw, h / ih], np.float32))
+                draw_shapes(image, [s.mapped(lambda p: p * [w / iw, h / ih]) for s in shapes])
         if draw:
             annotate_all(image, frame.detections, self.annotators)
             if outline is not None:
                 draw_outline(image, outline)
+            draw_shapes(image, shapes)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
     def _step(self) -> int:

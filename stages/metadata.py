@@ -26,6 +26,11 @@ Event line (:meth:`Metadata.write_event`)::
 the file is closed) instead of one record per line.  Sinks of the same process
 that resolve to the same path share the file (``append`` keeps what it holds).
 
+Events of a frame (``frame.attrs[(stage, EVENTS)]``: zone entries, line
+crossings) are written one line each after that frame's record; fields stages
+add to a frame (``frame.attrs[(stage, RECORD)]``, e.g. ``"occupancy"``) go into
+its record (see :func:`stages.records.frame_events`).
+
 Lines are flushed to the OS every ``flush_every`` frame records (events:
 always) and on :meth:`Metadata.close`, so readers can follow the file while it
 grows.  Non-finite floats are written as null (strict JSON).  Thread-safe:
@@ -48,7 +53,7 @@ from pipeline.stage import Stage
 
 from ._paths import resolve_output
 from ._shared_file import SharedFile
-from .records import Schema, event_record, frame_record, to_json
+from .records import Schema, event_record, frame_events, frame_record, to_json
 
 log = logging.getLogger("vapipe.metadata")
 
@@ -97,9 +102,12 @@ class Metadata(Stage):
         p = self.params
         shown, _ = sink_picture(frame, p.view)  # camera pixels unless view: preprocessed
         record = frame_record(p.schema_, shown, include_landmarks=p.include_landmarks, tags=p.tags, labels=p.labels)
+        events = frame_events(p.schema_, frame, p.tags)
         with self._lock:
             self._write(record, flush=False)
             self.records_written += 1
+            for i, event in enumerate(events):
+                self._write(event, flush=i == len(events) - 1)
         return frame
 
     def write_event(self, kind: str, **fields: Any) -> None:

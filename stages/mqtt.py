@@ -33,7 +33,7 @@ from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
-from .records import Schema, event_record, frame_record, to_json
+from .records import Schema, event_record, frame_events, frame_record, to_json
 
 __all__ = ["Mqtt", "Publisher", "parse_host"]
 
@@ -121,6 +121,8 @@ class Mqtt(Stage):
             record = frame_record(p.schema_, shown, include_landmarks=p.include_landmarks, tags=p.tags,
                                   labels=p.labels)
             self.publisher.offer(self.topic, to_json(record), p.qos)
+            for event in frame_events(p.schema_, frame, p.tags):  # zone and line events of this frame
+                self.publisher.offer(self.topic, to_json(event), p.qos)
         return frame
 
     def write_event(self, kind: str, **fields: Any) -> None:

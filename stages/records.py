@@ -35,17 +35,19 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from pipeline.frame import Detections, Frame
+from pipeline.frame import EVENTS, RECORD, Detections, Frame, attr_values
 
 __all__ = ["Schema", "SCHEMAS", "vapipe_record", "vapipe_event", "dlstreamer_record", "dlstreamer_event",
-           "frame_record", "event_record", "to_json", "count_landmarks"]
+           "frame_record", "event_record", "frame_events", "to_json", "count_landmarks"]
 
 Schema = Literal["vapipe", "dlstreamer"]
 SCHEMAS = ("vapipe", "dlstreamer")
 
 
 def vapipe_record(frame: Frame, include_landmarks: bool = False) -> dict[str, Any]:
-    return {
+    """The frame's record, with the fields stages added (``frame.attrs[(stage, RECORD)]``, e.g.
+    a zones stage's ``"occupancy"``; the fixed fields win)."""
+    rec = {
         "source": frame.source_id,
         "seq": int(frame.seq),
         "pts_time": frame.pts_time,
@@ -53,6 +55,25 @@ def vapipe_record(frame: Frame, include_landmarks: bool = False) -> dict[str, An
         "height": int(frame.height),
         "objects": _vapipe_objects(frame.detections, include_landmarks),
     }
+    for fields in attr_values(frame, RECORD):
+        for key, value in fields.items():
+            rec.setdefault(key, value)
+    return rec
+
+
+def frame_events(schema: str, frame: Frame, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The events stages attached to ``frame`` (``frame.attrs[(stage, EVENTS)]``: zone entries and
+    exits, line crossings), as records of ``schema``: ``vapipe`` keeps them as they are (they carry
+    ``source``, ``seq`` and ``pts_time``), ``dlstreamer`` wraps each in its event message."""
+    out = []
+    for batch in attr_values(frame, EVENTS):
+        for event in batch:
+            if schema == "dlstreamer":
+                fields = {k: v for k, v in event.items() if k not in ("event", "source")}
+                out.append(dlstreamer_event(event["event"], event.get("source", frame.source_id), fields, tags))
+            else:
+                out.append({**event, "tags": tags} if tags else dict(event))
+    return out
 
 
 def vapipe_event(kind: str, source: str, fields: dict[str, Any]) -> dict[str, Any]:

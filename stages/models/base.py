@@ -165,3 +165,9 @@ class RoiAdapter:
 
     def apply(self, dets: Detections, i: int, result: Any) -> None:
         raise NotImplementedError
+
+    def carry(self, result: Any, old_box: np.ndarray, new_box: np.ndarray) -> Any:
+        """``result`` of an earlier frame for the object now at ``new_box`` (it was computed at
+        ``old_box``), when the model does not run again (``classify.reclassify``).  Default: the
+        same result (labels, attributes); adapters whose results are positions move them."""
+        return result

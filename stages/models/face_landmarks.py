@@ -19,6 +19,7 @@ import numpy as np
 from pipeline.engine import InputSpec
 from pipeline.frame import Detections
 
+from ..tracking.boxes import follow_box
 from .base import RoiAdapter, register
 
 __all__ = ["FaceLandmarks", "FaceMesh", "face_roi", "roi_warp"]
@@ -109,6 +110,10 @@ class FaceLandmarks(RoiAdapter):
         z = pts[:, 2:3] * math.hypot(warp[0, 0], warp[1, 0])
         presence = 1.0 / (1.0 + math.exp(-min(max(logit, -100.0), 100.0)))
         return FaceMesh(landmarks=np.concatenate([xy, z], axis=1).astype(np.float32), presence=presence)
+
+    def carry(self, result: FaceMesh, old_box: np.ndarray, new_box: np.ndarray) -> FaceMesh:
+        """The mesh moved and scaled with the face's box."""
+        return FaceMesh(landmarks=follow_box(result.landmarks, old_box, new_box), presence=result.presence)
 
     def apply(self, dets: Detections, i: int, result: FaceMesh) -> None:
         attrs = dets.attributes[i]

@@ -1,0 +1,49 @@
+"""When a region model runs again on a tracked object (``classify.reclassify``).
+
+Decisions are made when a frame is started and results are stored when it
+completes; frames complete in the order they were started, so a frame that
+reuses a result always finds the result of the run scheduled before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ReclassifyCache"]
+
+
+class ReclassifyCache:
+    """Per (source, track id): the frame of the latest scheduled run and the latest result
+    with the object's box at that run.  ``every`` N >= 2: run again N frames after the last run;
+    0: run once per track."""
+
+    def __init__(self, every: int) -> None:
+        if every == 1 or every < 0:
+            raise ValueError(f"ReclassifyCache needs every = 0 or >= 2, got {every}")
+        self.every = every
+        self._scheduled: dict[tuple[str, int], int] = {}
+        self._results: dict[tuple[str, int], tuple[Any, np.ndarray]] = {}
+
+    def due(self, source: str, track_id: int, seq: int) -> bool:
+        """True (and the run is recorded) if the object's model must run on frame ``seq``."""
+        key = (source, track_id)
+        last = self._scheduled.get(key)
+        if last is not None and (self.every == 0 or seq - last < self.every):
+            return False
+        self._scheduled[key] = seq
+        return True
+
+    def store(self, source: str, track_id: int, result: Any, box: np.ndarray) -> None:
+        self._results[(source, track_id)] = (result, np.array(box, np.float64))
+
+    def last(self, source: str, track_id: int) -> tuple[Any, np.ndarray] | None:
+        """The latest result and the box it was computed on, or None (its run failed)."""
+        return self._results.get((source, track_id))
+
+    def forget(self, source: str, track_ids: list[int]) -> None:
+        """Drop what is kept for tracks that ended."""
+        for tid in track_ids:
+            self._scheduled.pop((source, tid), None)
+            self._results.pop((source, tid), None)

@@ -1,0 +1,304 @@
+"""Zones and counting lines over tracked objects.
+
+An object is where its *anchor* is (``anchor``, default the bottom centre of
+its box).  Only tracked objects (``track_id`` set) of a zone's or line's
+``labels`` (all when unset) count.
+
+* **Zones** (polygons): an object enters after its anchor has been inside for
+  ``inertia`` frames in a row and exits after ``inertia`` frames outside
+  (hysteresis), or when its track ends.  Occupancy per label is in every
+  frame's record (``"occupancy": {zone: {label: n}}``); each object in a zone
+  carries ``attributes["zones"] = {zone: seconds inside}`` (dwell time, from
+  the first frame of the run that made it enter).
+* **Lines** (directed segments A -> B): a crossing is counted once when the
+  anchor has moved to the other side of the line and stayed there for
+  ``min_frames`` frames, and its way from the last position on the old side
+  to the first on the new side passes through the segment (not beyond its
+  ends).  Frames where the object's box touches the segment do not count as
+  either side, and going back before ``min_frames`` counts nothing (jitter).
+  Direction ``in``: from the left of A -> B to its right as seen on screen
+  (y down); ``out`` the other way.
+
+Events (``frame.attrs[(name, EVENTS)]``, written by the metadata sink)::
+
+    {"event": "zone_enter" | "zone_exit" | "line_cross", "zone" | "line": NAME,
+     "track_id": int, "label": str, "direction": "in" | "out", "source": str,
+     "seq": int, "pts_time": float | null}
+
+Zone events have direction ``in`` (enter) or ``out`` (exit).  Coordinates are
+fractions of the frame (``units: fraction``) or pixels (``units: px``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pipeline.frame import EVENTS, OVERLAY, RECORD, TRACKS_ENDED, Frame, attr_values
+from pipeline.stage import Params as StageParams
+from pipeline.stage import Stage
+
+from .annotate import Shape
+from .regions import Anchor, anchors, box_touches_segment, cross_sides, inside_polygon, segments_cross, \
+    self_intersection
+
+__all__ = ["Zones", "ZoneSpec", "LineSpec"]
+
+DEFAULT_FPS = 25.0
+ZONE_COLOR = (0, 215, 255)   # BGR
+LINE_COLOR = (255, 255, 0)
+
+
+class ZoneSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    points: list[tuple[float, float]] = Field(description="polygon vertices [[x, y], ...]")
+    labels: list[str] | None = Field(None, description="count only these labels")
+
+    @field_validator("points")
+    @classmethod
+    def _polygon(cls, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if len(points) < 3:
+            raise ValueError(f"a polygon needs at least 3 points, got {len(points)}")
+        v = np.asarray(points, np.float64)
+        crossing = self_intersection(v)
+        if crossing is not None:
+            i, j = crossing
+            raise ValueError(f"the polygon intersects itself (edge {i}-{i + 1} crosses edge {j}-{(j + 1) % len(v)})")
+        if np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1]) == 0:
+            raise ValueError("the polygon has no area (its points lie on one line)")
+        return points
+
+
+class LineSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    points: list[tuple[float, float]] = Field(description="[[x, y] of A, [x, y] of B]: crossing from the left of "
+                                              "A -> B to its right (on screen) is 'in'")
+    labels: list[str] | None = Field(None, description="count only these labels")
+
+    @field_validator("points")
+    @classmethod
+    def _segment(cls, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if len(points) != 2:
+            raise ValueError(f"a line needs exactly 2 points, got {len(points)}")
+        if tuple(points[0]) == tuple(points[1]):
+            raise ValueError(f"the line has zero length (both points are {list(points[0])})")
+        return points
+
+
+@dataclass
+class _LineState:
+    side: int = 0                     # established side: +1 right of A -> B, -1 left, 0 not yet known
+    last: np.ndarray | None = None    # anchor on the established side, latest
+    pending: int = 0                  # frames in a row on the other side
+    first_new: np.ndarray | None = None
+
+
+@dataclass
+class _ZoneState:
+    inside: bool = False
+    run: int = 0                      # frames in a row whose raw state differs from ``inside``
+    run_start: float = 0.0
+    since: float = 0.0                # time of entering (first frame of the run)
+    last_seen: float = 0.0
+    label: str = ""
+
+
+class Zones(Stage):
+    """Zone entries, exits, occupancy and dwell time; line crossings; per track."""
+
+    class Params(StageParams):
+        zones: dict[str, ZoneSpec] = Field(default_factory=dict, description="name -> {points, labels}")
+        lines: dict[str, LineSpec] = Field(default_factory=dict, description="name -> {points: [A, B], labels}")
+        units: Literal["fraction", "px"] = Field("fraction", description="coordinates as fractions of the frame "
+                                                 "(0..1) or pixels")
+        anchor: Anchor = Field("bottom_center", description="the point of a box that decides where an object is")
+        inertia: int = Field(3, ge=1, description="frames in a row inside (outside) before an object enters "
+                             "(exits) a zone")
+        min_frames: int = Field(2, ge=1, description="frames in a row on the new side before a crossing counts")
+        draw: bool = Field(True, description="draw zones, lines and live counts in the video")
+
+        @model_validator(mode="after")
+        def _something_and_inside(self) -> "Zones.Params":
+            if not self.zones and not self.lines:
+                raise ValueError("zones: give at least one of 'zones' or 'lines'")
+            if self.units == "fraction":
+                _check_inside(self, 1.0, 1.0, "fractions must be in [0, 1]")
+            return self
+
+    params: Params
+
+    @classmethod
+    def requires(cls, params: dict[str, Any]) -> dict[str, str]:
+        return {"tracks": "inputs"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.source_fps: float | None = None  # set by the runtime
+        self._sources: dict[str, _Source] = {}
+
+    def open(self) -> None:
+        self._sources = {}
+
+    def process(self, frame: Frame) -> Frame:
+        src = self._sources.get(frame.source_id)
+        if src is None:
+            src = self._sources[frame.source_id] = _Source(self.params, frame.width, frame.height)
+        t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
+        events = src.update(frame, t)
+        for ended in attr_values(frame, TRACKS_ENDED):
+            events += src.end_tracks(ended, frame, t)
+        if events:
+            frame.attrs[(self.name, EVENTS)] = events
+        frame.attrs[(self.name, RECORD)] = {"occupancy": src.occupancy()}
+        if self.params.draw:
+            frame.attrs[(self.name, OVERLAY)] = src.shapes()
+        return frame
+
+    def counters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"lines": {n: {"in": {}, "out": {}} for n in self.params.lines},
+                               "zones": {n: {"enter": {}, "exit": {}} for n in self.params.zones}}
+        for src in self._sources.values():
+            for kind, table in (("lines", src.line_counts), ("zones", src.zone_counts)):
+                for (name, what, label), n in sorted(table.items()):
+                    bucket = out[kind][name][what]
+                    bucket[label] = bucket.get(label, 0) + n
+        return out
+
+
+def _check_inside(params: Zones.Params, width: float, height: float, rule: str) -> None:
+    """One-line error naming the first point outside [0, width] x [0, height]."""
+    for kind, items in (("zones", params.zones), ("lines", params.lines)):
+        for name, spec in items.items():
+            for k, (x, y) in enumerate(spec.points):
+                if not (0 <= x <= width and 0 <= y <= height):
+                    raise ValueError(f"{kind}.{name}.points[{k}] = [{x:g}, {y:g}] is outside the frame ({rule})")
+
+
+class _Source:
+    """Zone and line state of one source (geometry in this source's pixels)."""
+
+    def __init__(self, params: Zones.Params, width: int, height: int) -> None:
+        self.params = params
+        if params.units == "px":
+            _check_inside(params, width, height, f"the frame is {width}x{height} px")
+        scale = np.array([width, height], np.float64) if params.units == "fraction" else np.ones(2)
+        self.zones = {n: np.asarray(z.points, np.float64) * scale for n, z in params.zones.items()}
+        self.lines = {n: np.asarray(ln.points, np.float64) * scale for n, ln in params.lines.items()}
+        self.zone_states: dict[tuple[str, int], _ZoneState] = {}
+        self.line_states: dict[tuple[str, int], _LineState] = {}
+        self.zone_counts: dict[tuple[str, str, str], int] = {}
+        self.line_counts: dict[tuple[str, str, str], int] = {}
+
+    def update(self, frame: Frame, t: float) -> list[dict[str, Any]]:
+        dets = frame.detections
+        events: list[dict[str, Any]] = []
+        tracked = np.flatnonzero(dets.track_id >= 0)
+        if not len(tracked):
+            return events
+        points = anchors(dets.xyxy[tracked], self.params.anchor)
+        labels = [str(dets.label[i]) for i in tracked]
+        for name, polygon in self.zones.items():
+            wanted = self.params.zones[name].labels
+            inside = inside_polygon(points, polygon)
+            for k, i in enumerate(tracked):
+                if wanted is None or labels[k] in wanted:
+                    events += self._zone_step(name, int(dets.track_id[i]), labels[k], bool(inside[k]), frame, t,
+                                              dets.attributes[i])
+        for name, (a, b) in self.lines.items():
+            wanted = self.params.lines[name].labels
+            sides = cross_sides(points, a, b)
+            for k, i in enumerate(tracked):
+                if wanted is None or labels[k] in wanted:
+                    touching = box_touches_segment(dets.xyxy[i], a, b)
+                    events += self._line_step(name, int(dets.track_id[i]), labels[k], 0 if touching else
+                                              int(sides[k]), points[k], frame)
+        return events
+
+    def _zone_step(self, name: str, tid: int, label: str, raw: bool, frame: Frame, t: float,
+                   attributes: dict[str, Any]) -> list[dict[str, Any]]:
+        st = self.zone_states.setdefault((name, tid), _ZoneState())
+        st.last_seen, st.label = t, label
+        events = []
+        if raw == st.inside:
+            st.run = 0
+        else:
+            if st.run == 0:
+                st.run_start = t
+            st.run += 1
+            if st.run >= self.params.inertia:
+                st.inside, st.run = raw, 0
+                if raw:
+                    st.since = st.run_start
+                events.append(self._event("zone_enter" if raw else "zone_exit", "zone", name, tid, label, frame))
+        if st.inside:
+            attributes.setdefault("zones", {})[name] = round(t - st.since, 3)
+        return events
+
+    def _line_step(self, name: str, tid: int, label: str, side: int, point: np.ndarray,
+                   frame: Frame) -> list[dict[str, Any]]:
+        st = self.line_states.setdefault((name, tid), _LineState())
+        if side == 0:  # box on the line: neither side
+            return []
+        if st.side == 0 or side == st.side:
+            st.side, st.last, st.pending = side, point.copy(), 0
+            return []
+        if st.pending == 0:
+            st.first_new = point.copy()
+        st.pending += 1
+        if st.pending < self.params.min_frames:
+            return []
+        a, b = self.lines[name]
+        through = segments_cross(st.last, st.first_new, a, b)
+        st.side, st.last, st.pending = side, point.copy(), 0
+        if not through:  # went round an end of the segment
+            return []
+        return [self._event("line_cross", "line", name, tid, label, frame, "in" if side > 0 else "out")]
+
+    def end_tracks(self, ended: list[int], frame: Frame, t: float) -> list[dict[str, Any]]:
+        """Exits for tracks that ended inside a zone; their state is dropped."""
+        events = []
+        gone = set(ended)
+        for (name, tid) in [k for k in self.zone_states if k[1] in gone]:
+            st = self.zone_states.pop((name, tid))
+            if st.inside:
+                events.append(self._event("zone_exit", "zone", name, tid, st.label, frame))
+        for key in [k for k in self.line_states if k[1] in gone]:
+            del self.line_states[key]
+        return events
+
+    def _event(self, kind: str, what: str, name: str, tid: int, label: str, frame: Frame,
+               direction: str | None = None) -> dict[str, Any]:
+        direction = direction or ("in" if kind == "zone_enter" else "out")
+        counts = self.line_counts if what == "line" else self.zone_counts
+        key = (name, direction if what == "line" else kind.split("_")[1], label)
+        counts[key] = counts.get(key, 0) + 1
+        return {"event": kind, what: name, "track_id": tid, "label": label, "direction": direction,
+                "source": frame.source_id, "seq": int(frame.seq), "pts_time": frame.pts_time}
+
+    def occupancy(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {name: {} for name in self.zones}
+        for (name, _), st in self.zone_states.items():
+            if st.inside:
+                out[name][st.label] = out[name].get(st.label, 0) + 1
+        return out
+
+    def shapes(self) -> list[Shape]:
+        shapes = []
+        occupancy = self.occupancy()
+        for name, polygon in self.zones.items():
+            entered = sum(n for (z, what, _), n in self.zone_counts.items() if z == name and what == "enter")
+            shapes.append(Shape(polygon, ZONE_COLOR, closed=True,
+                                text=f"{name}: {sum(occupancy[name].values())} now, {entered} entered"))
+        for name, (a, b) in self.lines.items():
+            n_in = sum(n for (ln, d, _), n in self.line_counts.items() if ln == name and d == "in")
+            n_out = sum(n for (ln, d, _), n in self.line_counts.items() if ln == name and d == "out")
+            shapes.append(Shape(np.stack([a, b]), LINE_COLOR, text=f"{name}: in {n_in} out {n_out}"))
+            mid, d = (a + b) / 2, b - a
+            normal = np.array([-d[1], d[0]]) / max(np.hypot(*d), 1e-9)  # points to the 'in' side (right of A -> B)
+            shapes.append(Shape(np.stack([mid, mid + normal * min(40.0, np.hypot(*d) / 3)]), LINE_COLOR, arrow=True))
+        return shapes

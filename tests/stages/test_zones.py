@@ -1,0 +1,208 @@
+"""Zones and lines on scripted tracks: boxes with fixed track ids, frame by frame."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import ConfigError, parse_config
+from pipeline.frame import EVENTS, OVERLAY, RECORD, TRACKS_ENDED, Detections, Frame
+from stages.metadata import Metadata
+from stages.zones import Zones
+
+W, H = 400, 300
+IMAGE = np.zeros((H, W, 3), np.uint8)
+# a horizontal line across the middle, drawn left to right: moving down crosses "in"
+LINE = {"door": {"points": [[0.25, 0.5], [0.75, 0.5]]}}
+
+
+def box_at(x: float, y: float, w: float = 20, h: float = 30) -> list[float]:
+    """The box whose bottom centre (the default anchor) is at (x, y)."""
+    return [x - w / 2, y - h, x + w / 2, y]
+
+
+def run(zones: Zones, tracks: dict[int, list[list[float] | None]], labels: dict[int, str] | None = None,
+        ended: dict[int, list[int]] | None = None) -> tuple[list[dict], list[Frame]]:
+    """Feed scripted tracks (per track id, a box per frame or None) and collect the events."""
+    n = max(len(v) for v in tracks.values())
+    events, frames = [], []
+    for s in range(n):
+        ids = [t for t, boxes in tracks.items() if s < len(boxes) and boxes[s] is not None]
+        f = Frame.from_image(IMAGE, "cam", s, pts=s, time_base=Fraction(1, 10))
+        f.detections = Detections(xyxy=np.array([tracks[t][s] for t in ids], np.float32).reshape(-1, 4),
+                                  score=[0.9] * len(ids), label=[(labels or {}).get(t, "person") for t in ids],
+                                  track_id=ids)
+        if ended and s in ended:
+            f.attrs[("track", TRACKS_ENDED)] = ended[s]
+        f = zones(f)
+        events += f.attrs.get((zones.name, EVENTS), [])
+        frames.append(f)
+    return events, frames
+
+
+def path(points: list[tuple[float, float]]) -> list[list[float]]:
+    return [box_at(x, y) for x, y in points]
+
+
+def crossings(events: list[dict]) -> list[tuple[int, str]]:
+    return [(e["track_id"], e["direction"]) for e in events if e["event"] == "line_cross"]
+
+
+def test_a_crossing_counts_once_in_its_direction_with_the_exact_event_fields() -> None:
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {7: path([(200, y) for y in range(100, 220, 10)])})
+    assert crossings(events) == [(7, "in")]
+    e = events[0]
+    assert list(e) == ["event", "line", "track_id", "label", "direction", "source", "seq", "pts_time"]
+    # the 30 px box touches the line for anchors at y = 150..180; clear below from y = 190 (frame 9):
+    # the second frame there (y = 200, frame 10) counts
+    assert (e["label"], e["source"], e["seq"], e["pts_time"]) == ("person", "cam", 10, 1.0)
+    assert z.counters()["lines"] == {"door": {"in": {"person": 1}, "out": {}}}
+
+
+def test_jitter_on_the_line_never_double_counts() -> None:
+    ys = [100, 120, 140] + [148, 152, 147, 153, 149, 151, 146, 154] * 3 + [175, 185, 195, 205]
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: path([(200, y) for y in ys])})
+    assert crossings(events) == [(1, "in")]
+    # anchors that jump across without the box touching the line still need min_frames to count
+    ys = [100, 110, 120, 200, 110, 200, 110, 120, 200, 210, 220]
+    with Zones(lines=LINE, min_frames=3) as z:
+        events, _ = run(z, {1: path([(200, y) for y in ys])})
+    assert crossings(events) == [(1, "in")]
+
+
+def test_frames_where_the_box_straddles_the_line_do_not_count() -> None:
+    # a tall box whose anchor dips below the line but whose top stays above it: never clear of the line
+    tall = [[190, 120, 210, y] for y in (140, 155, 160, 165, 170, 175, 180)]
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: tall})
+    assert crossings(events) == []
+
+
+def test_back_and_forth_counts_each_real_crossing_and_nothing_for_a_short_visit() -> None:
+    down_up = [100, 120, 190, 200, 210, 120, 110, 100]
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: path([(200, y) for y in down_up])})
+    assert crossings(events) == [(1, "in"), (1, "out")]
+    visit = [100, 120, 190, 120, 110, 100]  # one frame on the far side
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: path([(200, y) for y in visit])})
+    assert crossings(events) == []
+
+
+def test_crossings_outside_the_segments_ends_do_not_count() -> None:
+    with Zones(lines=LINE, min_frames=2) as z:  # the segment spans x = 100..300
+        events, _ = run(z, {1: path([(50, y) for y in range(100, 220, 10)]),
+                            2: path([(350, y) for y in range(220, 100, -10)]),
+                            3: path([(x, 100 + 10 * k) for k, x in enumerate(range(20, 260, 20))])})
+    # 1 and 2 pass beyond the ends; 3 walks diagonally and passes through the segment
+    assert crossings(events) == [(3, "in")]
+
+
+def test_two_objects_crossing_together_are_both_counted() -> None:
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {4: path([(180, y) for y in range(100, 220, 10)]),
+                            5: path([(205, y) for y in range(100, 220, 10)])},
+                        labels={4: "person", 5: "bike"})
+    assert sorted(crossings(events)) == [(4, "in"), (5, "in")]
+    assert z.counters()["lines"]["door"]["in"] == {"bike": 1, "person": 1}
+
+
+def test_line_label_filter_and_pixel_units() -> None:
+    lines = {"door": {"points": [[100, 150], [300, 150]], "labels": ["bike"]}}
+    with Zones(lines=lines, units="px", min_frames=2) as z:
+        events, _ = run(z, {4: path([(180, y) for y in range(100, 220, 10)]),
+                            5: path([(205, y) for y in range(220, 100, -10)])},
+                        labels={4: "person", 5: "bike"})
+    assert crossings(events) == [(5, "out")]
+
+
+SQUARE = {"room": {"points": [[0.25, 0.25], [0.75, 0.25], [0.75, 0.75], [0.25, 0.75]]}}
+
+
+def test_zone_enter_and_exit_after_inertia_with_occupancy_and_dwell() -> None:
+    inside, outside = (200, 150), (20, 150)
+    seq = [outside] * 2 + [inside, outside] * 2 + [inside] * 10 + [outside, inside] + [outside] * 4
+    with Zones(zones=SQUARE, inertia=3) as z:
+        events, frames = run(z, {1: path(seq), 2: path([inside] * 8)}, labels={2: "cat"})
+    kinds = [(e["event"], e["track_id"], e["direction"], e["seq"]) for e in events]
+    # track 1 flickers at the edge (no event), then is inside from frame 6: enters at frame 8;
+    # leaves from frame 18 for good (the single outside frame 16 is absorbed): exits at frame 20
+    assert kinds == [("zone_enter", 2, "in", 2), ("zone_enter", 1, "in", 8), ("zone_exit", 1, "out", 20)]
+    assert frames[10].attrs[(z.name, RECORD)] == {"occupancy": {"room": {"person": 1, "cat": 1}}}
+    assert frames[20].attrs[(z.name, RECORD)] == {"occupancy": {"room": {"cat": 1}}}
+    # dwell: from the first frame of the run that made it enter (frame 6, 0.1 s per frame)
+    dwell = {int(t): a["zones"]["room"] for t, a in zip(frames[7].detections.track_id, frames[7].detections.attributes)
+             if "zones" in a}
+    assert dwell == {2: pytest.approx(0.7)}  # track 1 has not entered yet at frame 7
+    dwell = [a["zones"]["room"] for a in frames[12].detections.attributes if "zones" in a]
+    assert dwell == [pytest.approx(0.6)]
+    assert z.counters()["zones"]["room"] == {"enter": {"cat": 1, "person": 1}, "exit": {"person": 1}}
+
+
+def test_a_track_that_ends_inside_a_zone_exits() -> None:
+    with Zones(zones=SQUARE, inertia=2) as z:
+        events, _ = run(z, {3: path([(200, 150)] * 4) + [None] * 3}, ended={6: [3]})
+    assert [(e["event"], e["seq"]) for e in events] == [("zone_enter", 1), ("zone_exit", 6)]
+
+
+def test_untracked_objects_are_ignored() -> None:
+    with Zones(lines=LINE) as z:
+        f = Frame.from_image(IMAGE, "cam", 0)
+        f.detections = Detections(xyxy=[box_at(200, 100)], score=[0.9], label=["person"])
+        assert z(f).attrs.get((z.name, EVENTS)) is None
+
+
+def test_zones_and_lines_are_drawn_with_live_counts() -> None:
+    with Zones(zones=SQUARE, lines=LINE) as z:
+        _, frames = run(z, {1: path([(200, y) for y in range(100, 220, 10)])})
+    texts = [s.text for s in frames[-1].attrs[(z.name, OVERLAY)] if s.text]
+    assert texts == ["room: 1 now, 1 entered", "door: in 1 out 0"]
+    from stages.annotate import draw_shapes
+
+    image = draw_shapes(IMAGE.copy(), frames[-1].attrs[(z.name, OVERLAY)])
+    assert (image[H // 2, W // 2 - 30] == (255, 255, 0)).all()  # the line, in its colour
+
+
+def test_events_and_occupancy_reach_the_json_lines(tmp_path: Path) -> None:
+    with Zones(zones=SQUARE, lines=LINE) as z, Metadata(path=str(tmp_path / "out.jsonl")) as meta:
+        z.source_id = meta.source_id = "cam"
+        for s, y in enumerate(range(100, 220, 10)):
+            f = Frame.from_image(IMAGE, "cam", s, pts=s, time_base=Fraction(1, 10))
+            f.detections = Detections(xyxy=[box_at(200, y)], score=[0.9], label=["person"], track_id=[1])
+            meta(z(f))
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    events = [x for x in lines if "event" in x]
+    records = [x for x in lines if "objects" in x]
+    assert [e["event"] for e in events] == ["zone_enter", "line_cross"]
+    assert records[-1]["occupancy"] == {"room": {"person": 1}}
+    assert lines.index(events[0]) == lines.index(records[events[0]["seq"]]) + 1  # right after its frame
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"zones": {"a": {"points": [[0, 0], [1, 1]]}}}, r"'zones.a.points': a polygon needs at least 3 points, got 2"),
+    ({"zones": {"a": {"points": [[0, 0], [1, 1], [1, 0], [0, 1]]}}}, r"'zones.a.points': the polygon intersects "
+     r"itself \(edge 0-1 crosses edge 2-3\)"),
+    ({"lines": {"l": {"points": [[0.5, 0.5], [0.5, 0.5]]}}}, r"'lines.l.points': the line has zero length"),
+    ({"lines": {"l": {"points": [[0.5, 0.5], [1.5, 0.5]]}}}, r"lines.l.points\[1\] = \[1.5, 0.5\] is outside the "
+     r"frame \(fractions must be in \[0, 1\]\)"),
+    ({}, r"give at least one of 'zones' or 'lines'"),
+])
+def test_bad_geometry_is_a_one_line_error_naming_stage_and_field(params: dict, message: str) -> None:
+    text = "pipelines:\n  p:\n    stages:\n      - {name: decode, type: decode}\n" \
+           f"      - {{name: counting, type: zones, params: {json.dumps(params)}}}\n"
+    with pytest.raises(ConfigError, match=r"^p.yaml:5: pipeline 'p' stage 'counting': .*" + message) as info:
+        parse_config(text, "p.yaml", check_files=False)
+    assert "\n" not in str(info.value)
+
+
+def test_pixel_coordinates_outside_the_frame_fail_on_the_first_frame() -> None:
+    with Zones(lines={"l": {"points": [[10, 10], [500, 10]]}}, units="px") as z:
+        with pytest.raises(ValueError, match=r"^lines.l.points\[1\] = \[500, 10\] is outside the frame "
+                                             r"\(the frame is 400x300 px\)$"):
+            z(Frame.from_image(IMAGE, "cam", 0))
