@@ -68,6 +68,13 @@ class RunOptions:
     replan: bool = False                   # apply a new thread plan when the observed costs call for one
     #: per source (same order): priority on shared models (pipeline/arbiter.py); None: all alike
     priorities: "list[SourcePriority] | None" = None
+    #: set from another thread to stop the run as SIGTERM does (frames in flight finish, outputs close)
+    stop_event: threading.Event | None = None
+    #: per source (same order): its name in outputs and summaries; None: from the URIs (source_ids)
+    source_ids: list[str] | None = None
+    #: per source (same order): stage overrides for that camera only, over ``overrides``
+    #: (e.g. ``{"decode": {"start_frame": 120}}``)
+    source_overrides: list[dict[str, dict[str, Any]]] | None = None
 
 
 class GraphExecutor:
@@ -195,7 +202,7 @@ class _Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
                  stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
-                 priority: SourcePriority | None = None) -> None:
+                 priority: SourcePriority | None = None, own: dict[str, dict[str, Any]] | None = None) -> None:
         self.graph = graph
         self.opts = opts
         self.uri = uri
@@ -205,6 +212,8 @@ class _Camera:
         self.stage_stats = stage_stats
         self.report_failure = report_failure
         overrides = {k: dict(v) for k, v in opts.overrides.items()}
+        for name, params in (own or {}).items():  # this camera's own overrides
+            overrides.setdefault(name, {}).update(params)
         overrides.setdefault(graph.source, {})["uri"] = uri
         if opts.sync or opts.requests:
             for name, cls in graph.classes().items():
@@ -423,7 +432,7 @@ class _Camera:
             self.stats.ended = time.monotonic()
 
     def _output(self, frame: Frame) -> None:
-        self.stats.frame_out(frame.captured_ns)
+        self.stats.frame_out(frame.captured_ns, frame.seq)
 
     def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
         """A live source changed state: count it, log it, and write it to the sinks."""
@@ -495,7 +504,7 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     if not sources:
         raise ValueError("no source given; pass at least one --source")
     opts.output_dir.mkdir(parents=True, exist_ok=True)
-    stop_sources = threading.Event()
+    stop_sources = opts.stop_event if opts.stop_event is not None else threading.Event()
     abort = threading.Event()
     failures: list[str] = []
     fail_lock = threading.Lock()
@@ -519,9 +528,13 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
         raise ValueError(f"{len(priorities)} priorities for {len(sources)} sources; give one per source")
     if not any(p.level != "normal" or p.min_fps for p in priorities):
         priorities = []  # all alike: no arbitration
+    ids = list(opts.source_ids) if opts.source_ids is not None else source_ids(sources)
+    own = list(opts.source_overrides) if opts.source_overrides is not None else [{}] * len(sources)
+    if len(ids) != len(sources) or len(own) != len(sources) or len(set(ids)) != len(ids):
+        raise ValueError(f"{len(sources)} sources need as many distinct source_ids and source_overrides")
     cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure,
-                       priorities[i] if priorities else None)
-               for i, (uri, sid) in enumerate(zip(sources, source_ids(sources)))]
+                       priorities[i] if priorities else None, own[i])
+               for i, (uri, sid) in enumerate(zip(sources, ids))]
     for cam in cameras:
         cam.multi_camera = len(cameras) > 1
         cam.decoder_nice = plan.decoder_nice

@@ -51,13 +51,16 @@ class SourceStats:
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
     priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
+    last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def frame_out(self, captured_ns: int) -> None:
+    def frame_out(self, captured_ns: int, seq: int | None = None) -> None:
         now = time.monotonic()
         with self.lock:
             self.processed += 1
+            if seq is not None:
+                self.last_seq = seq
             if self.first_out is None:
                 self.first_out = now
             self.last_out = now
@@ -75,7 +78,7 @@ class SourceStats:
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
-                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
+                "last_seq": self.last_seq, "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 
 @dataclass
