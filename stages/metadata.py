@@ -57,6 +57,8 @@ class Metadata(Stage):
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
+        append: bool = Field(False, description="add to an existing file instead of starting it anew (a camera "
+                             "that continues where an earlier run stopped)")
 
     params: Params
 
@@ -121,8 +123,8 @@ class Metadata(Stage):
     def _write(self, record: dict[str, Any], flush: bool) -> None:
         if self._file is None:
             self.path = resolve_output(self.params.path, self)
-            # Truncate once per open(); later re-opens (writes after close) append.
-            self._file = open(self.path, "a" if self._started else "w", encoding="utf-8")
+            # Truncate once per open() unless appending; later re-opens (writes after close) append.
+            self._file = open(self.path, "a" if self._started or self.params.append else "w", encoding="utf-8")
             self._started = True
             self._pending = 0
         f = self._file  # a signal handler may close() between the next lines
