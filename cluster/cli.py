@@ -36,8 +36,13 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
     if cpus is None:
         cpus = cpus_per_camera(build_graph(spec, config_path), args.source, args.camera_fps)
     address = connect(args.cluster, log_to_driver=not args.json)
-    run = ClusterRun(spec, args.source, ClusterOptions(output_dir=Path(args.output), cpus_per_camera=cpus,
-                                                       max_frames=args.max_frames, requests=args.requests),
+    if args.cameras_per_actor is not None and args.cameras_per_actor < 1:
+        raise ValueError(f"--cameras-per-actor must be >= 1, got {args.cameras_per_actor}")
+    options = ClusterOptions(output_dir=Path(args.output), cpus_per_camera=cpus, max_frames=args.max_frames,
+                             requests=args.requests)
+    if args.cameras_per_actor is not None:
+        options.group_size = args.cameras_per_actor
+    run = ClusterRun(spec, args.source, options,
                      config_path=config_path)
     print(f"cluster {address}: {len(args.source)} cameras, {cpus:g} CPUs reserved per camera", file=sys.stderr)
     restore = _on_signals(run)

@@ -15,7 +15,8 @@ driver last saw written.
 Video outputs cannot be appended to: each later placement writes a segment of its own,
 ``NAME.fromSEQ.mp4`` beside ``NAME.mp4``; MP4/MOV outputs are written fragmented
 (``KILL_SAFE_MP4``), so the segment of a node that dies stays playable up to its last
-fragment.
+fragment.  OpenVINO's CPU pinning is turned off for the same reason actors share nodes
+(``cluster_overrides``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["KILL_SAFE_MP4", "MP4_SUFFIXES", "prepare_jsonl", "last_frame_seq", "kill_safe_overrides",
+__all__ = ["KILL_SAFE_MP4", "MP4_SUFFIXES", "prepare_jsonl", "last_frame_seq", "cluster_overrides",
            "sink_paths", "segment_template", "stage_param",
            "count_frame_records"]
 
@@ -62,10 +63,22 @@ def stage_param(graph: Any, overrides: dict[str, dict[str, Any]], name: str, key
     return graph.classes()[name].Params.model_fields[key].get_default(call_default_factory=True)
 
 
-def kill_safe_overrides(graph: Any, overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``overrides`` plus fragmented-MP4 muxer options for every encoder writing MP4/MOV whose
-    container options the user did not set."""
+def cluster_overrides(graph: Any, overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``overrides`` plus what a run spread over processes needs where the user did not choose:
+    fragmented-MP4 muxer options for encoders writing MP4/MOV (``KILL_SAFE_MP4``), and OpenVINO's
+    CPU pinning off (several actors share a node; pinned streams of two processes would fight
+    for the same cores)."""
+    from pipeline.stage import InferStage
+
     out = {k: dict(v) for k, v in overrides.items()}
+    for name, cls in graph.classes().items():
+        if not issubclass(cls, InferStage) or "config" not in cls.Params.model_fields:
+            continue
+        config = dict(stage_param(graph, out, name, "config") or {})
+        if "engine" in cls.Params.model_fields and stage_param(graph, out, name, "engine") != "openvino":
+            continue
+        if not any(str(k).upper() == "ENABLE_CPU_PINNING" for k in config):
+            out.setdefault(name, {})["config"] = {**config, "ENABLE_CPU_PINNING": False}
     for name, kind in _stage_kinds(graph).items():
         if kind != "video" or stage_param(graph, out, name, "container_options"):
             continue

@@ -43,7 +43,9 @@ class ClusterOptions:
     requests: int | None = None
     poll_s: float = 0.5
     lease_s: float = 4.0                  # an actor not reached this long stops; lost cameras wait this long
-    group_size: int | None = None         # cameras per actor; None: a node's cameras share one actor
+    #: cameras per actor at most (an actor is one process: its Python work shares one GIL); a node's
+    #: cameras placed together fill as few actors as this allows
+    group_size: int | None = 32
     stop_timeout_s: float = 30.0
     max_concurrency: int = 4              # actor threads: run, status and stop calls at once
 
@@ -72,7 +74,7 @@ class ClusterRun:
         from pipeline.runtime import source_ids
         from stages.sources import is_live_uri
 
-        from .resume import kill_safe_overrides
+        from .resume import cluster_overrides
 
         if not sources:
             raise ValueError("no source given; pass at least one --source")
@@ -82,7 +84,7 @@ class ClusterRun:
         self.spec = spec
         self.config_path = config_path
         self.graph = build_graph(spec, config_path)
-        self.overrides = kill_safe_overrides(self.graph, self.options.overrides)
+        self.overrides = cluster_overrides(self.graph, self.options.overrides)
         names = list(names) if names is not None else source_ids(sources)
         if len(names) != len(sources) or len(set(names)) != len(names):
             raise ValueError(f"{len(sources)} sources need as many distinct names")

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --cluster: Ray CPUs reserved per camera (default: its measured cost at --camera-fps)")
     r.add_argument("--camera-fps", type=float, default=25.0, metavar="FPS",
                    help="with --cluster: the frame rate the default --cpus-per-camera is sized for (default 25)")
+    r.add_argument("--cameras-per-actor", type=int, default=None, metavar="N",
+                   help="with --cluster: cameras per actor process at most (default 32)")
 
     b = with_config(sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops and the machine's limits"))
     b.add_argument("name")

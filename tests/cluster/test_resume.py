@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cluster.resume import (KILL_SAFE_MP4, count_frame_records, kill_safe_overrides, last_frame_seq, prepare_jsonl,
+from cluster.resume import (KILL_SAFE_MP4, count_frame_records, cluster_overrides, last_frame_seq, prepare_jsonl,
                             segment_template)
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
@@ -61,16 +61,19 @@ def test_segment_names() -> None:
     assert segment_template("{output}/{source}", 7) == "{output}/{source}.from7"
 
 
-def test_mp4_outputs_are_written_fragmented_unless_the_user_chose() -> None:
+def test_mp4_written_fragmented_and_pinning_off_unless_the_user_chose() -> None:
     spec = parse_config("""
 pipelines:
   p:
     stages:
       - {name: decode, type: decode}
+      - {name: det, type: detect, params: {model: m.xml, decoder: blazeface, config: {NUM_STREAMS: 2}}}
+      - {name: pinned, type: detect, params: {model: m.xml, decoder: blazeface, config: {enable_cpu_pinning: true}}}
       - {name: mp4, type: encode}
       - {name: mkv, type: encode, params: {path: "{output}/{source}.mkv"}}
       - {name: mine, type: encode, params: {path: "{output}/{source}-2.mp4", container_options: {movflags: faststart}}}
       - {name: metadata, type: metadata}
-""").get("p")
-    out = kill_safe_overrides(build_graph(spec), {})
-    assert out == {"mp4": {"container_options": KILL_SAFE_MP4}}
+""", check_files=False).get("p")
+    out = cluster_overrides(build_graph(spec), {})
+    assert out == {"mp4": {"container_options": KILL_SAFE_MP4},
+                   "det": {"config": {"NUM_STREAMS": 2, "ENABLE_CPU_PINNING": False}}}

@@ -182,6 +182,8 @@ def test_node_killed_mid_run(ray_cluster: Any, clips: dict[str, Path], rtsp_serv
             assert cams[name].losses[0].exact and frames[1] == FRAMES - start, (name, frames, start)
             # ... and the video lost at most what was in flight in the killed process
             assert FRAMES - IN_FLIGHT <= sum(frames) <= FRAMES, (name, frames)
+            print(f"{name}: killed segment {frames[0]} of {start} frames written to JSON Lines, "
+                  f"{start - frames[0]} lost in flight")
         else:
             assert frames == [FRAMES], (name, frames)
 
