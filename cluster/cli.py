@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
@@ -24,12 +23,14 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
     from pipeline.graph import build_graph
 
     from .capacity import cpus_per_camera
-    from .connect import connect
+    from .connect import connect, parse_address, require_ray
     from .supervisor import ClusterOptions, ClusterRun
 
     for attr, flag in UNSUPPORTED.items():
         if getattr(args, attr, None):
             raise ValueError(f"{flag.split(' ')[0]} is not supported with --cluster{flag[len(flag.split(' ')[0]):]}")
+    parse_address(args.cluster)
+    require_ray()
     cpus = args.cpus_per_camera
     if cpus is not None and cpus <= 0:
         raise ValueError(f"--cpus-per-camera must be > 0, got {cpus}")
@@ -63,24 +64,14 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
 
 def _on_signals(run: Any) -> Any:
     """SIGINT/SIGTERM: stop the run politely (actors finish and close outputs); a second one interrupts."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    previous = {}
+    from pipeline.runtime import install_signals
 
-    def handler(_signum: int, _frame: Any) -> None:
-        if run.stop_requested.is_set():
-            raise KeyboardInterrupt
-        sys.stderr.write("\nstopping: cameras finish their frames in flight and close their outputs...\n")
-        run.stop()
+    class _StopRun(threading.Event):
+        def set(self) -> None:
+            super().set()
+            run.stop()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-
-    def restore() -> None:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
-
-    return restore
+    return install_signals(_StopRun(), threading.Event())
 
 
 class _Progress:

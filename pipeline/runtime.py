@@ -38,7 +38,7 @@ from .stage import InferStage, Stage
 from .stats import LatencyStats, RunSummary, SourceStats
 from .trace import LaneAllocator, Tracer
 
-__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure"]
+__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals"]
 
 log = logging.getLogger("vapipe")
 _END = object()
@@ -541,7 +541,7 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     check = PlanCheck(plan, cameras, pipeline=graph.spec.name, uris=list(sources), replan=opts.replan,
                       cache=costs)
     signalled = threading.Event()
-    restore = _install_signals(stop_sources, signalled) if opts.handle_signals else None
+    restore = install_signals(stop_sources, signalled) if opts.handle_signals else None
     threads: list[threading.Thread] = []
     old_interval = sys.getswitchinterval()
     if opts.switch_interval_s:
@@ -609,7 +609,9 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                       plan=plan.as_dict(), plan_check=check.result, plan_check_text="\n".join(check.summary_lines()))
 
 
-def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:
+def install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:
+    """On the main thread: SIGINT/SIGTERM set ``signalled`` and ``stop`` (a second one raises
+    KeyboardInterrupt); returns a function restoring the previous handlers (None elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         return None
     previous: dict[int, Any] = {}

@@ -17,9 +17,11 @@ from .helpers import enable_token_auth, make_clip, restore_env, start_cluster
 WORKERS = 3
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[Any]:
-    """A head (0 CPUs) and WORKERS nodes of 1 CPU; this process connected as the driver."""
+    """A head (0 CPUs) and WORKERS nodes of 1 CPU; this process connected as the driver.  Shared by
+    the modules here (starting a cluster takes 20-40 s on 2 busy cores); the node-kill test, which
+    removes a node, runs last."""
     ray = pytest.importorskip("ray", reason="the cluster tests need Ray (pip install 'vapipe[cluster]')")
     from cluster.connect import connect
 
@@ -34,7 +36,7 @@ def ray_cluster() -> Iterator[Any]:
         restore_env(before)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """H.264 clips, 320x240 at 25 fps, an IDR frame every second: ``long`` (250 frames), ``short`` (60)."""
     folder = tmp_path_factory.mktemp("clips")
