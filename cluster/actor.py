@@ -53,6 +53,9 @@ class GroupOptions:
     max_frames: int | None = None     # frames per camera over all its placements
     requests: int | None = None
     lease_s: float = 4.0
+    #: seconds from the actor's start before its cameras may start (the lease of their lost owner
+    #: running out); the process starts and loads the pipeline meanwhile
+    start_after_s: float = 0.0
 
 
 def actor_cores(cpus: float) -> int:
@@ -74,7 +77,7 @@ class CameraGroup:
         self._starts: dict[str, int] = {t.camera: t.start_seq for t in self.tasks}
         self._exact: dict[str, bool] = {}
         self._before: dict[str, int] = {t.camera: t.frames_before for t in self.tasks}
-        self._lease = time.monotonic()
+        self._lease = self._created = time.monotonic()
         self._state = "starting"
         self._ended = threading.Event()
         self._error: str | None = None
@@ -97,6 +100,10 @@ class CameraGroup:
         try:
             graph = build_graph(PipelineSpec.model_validate(self.spec), self.config_path)
             self.timings["imported"] = time.time()
+            # the earlier owner may write until its lease ends: read where to continue after that
+            if self.stop_event.wait(max(0.0, self._created + opts.start_after_s - time.monotonic())):
+                raise RuntimeError("stopped before its cameras started")
+            self.timings["started"] = time.time()
             own = [self._prepare(graph, t) for t in self.tasks]
             left = None
             if opts.max_frames is not None:  # resumed cameras with a frame limit come one per group
@@ -109,7 +116,8 @@ class CameraGroup:
             summary = run_pipeline(graph, [t.uri for t in self.tasks], run_opts, progress=self._progress)
         except Exception as exc:  # noqa: BLE001 - reported to the driver as one line
             self._ended.set()
-            self._state = "failed"
+            if self._state != "lease_expired":
+                self._state = "failed"
             self._error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
             return {"node": self.node_id, "state": self._state, "error": self._error, "summary": None,
                     "starts": self._starts, "exact": self._exact}

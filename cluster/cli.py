@@ -56,7 +56,8 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
         print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.table())
-    bad = [c for c in summary.cameras if c.state == "failed" or (c.state == "stopped" and not run.stop_requested.is_set())]
+    stopped = run.stop_requested.is_set()
+    bad = [c for c in summary.cameras if c.state == "failed" or (c.state == "stopped" and not stopped)]
     for c in bad:
         print(f"vapipe: error: camera {c.name}: {c.error or c.state}", file=sys.stderr)
     return 1 if bad else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["STATES", "Loss", "CameraRecord", "ClusterSummary"]
+__all__ = ["STATES", "Loss", "CameraRecord", "ClusterSummary", "metrics", "startup_times"]
 
 #: camera states: waiting for room (pending), actor starting, producing frames, its node or actor lost
 #: (waiting to be placed again), ended (done), failed (a stage failed; not restarted), stopped by the user
@@ -106,7 +106,8 @@ class ClusterSummary:
             lines.append(f"{c.name[:28]:<28} {c.state:<8} {c.frames:>7} {last:>8} {c.dropped:>8} "
                          f"{len(c.placements):>10}  {(c.node or '-')[:12]}")
             for loss in c.losses:
-                after = "not yet" if loss.resumed_after_s is None else f"frames again after {loss.resumed_after_s:.1f} s"
+                after = ("not yet" if loss.resumed_after_s is None
+                         else f"frames again after {loss.resumed_after_s:.1f} s")
                 how = "from its output" if loss.exact else "from the last seq seen"
                 startup = c.placements[-1].get("startup_s") if c.placements else None
                 waited = "" if loss.placed_at is None else f" (placed after {loss.placed_at - loss.detected_at:.1f} s"
@@ -120,3 +121,26 @@ class ClusterSummary:
             lines.append(f"node {n['node'][:12]} lost ({n['address']}): {n['cameras']} cameras, detected "
                          f"{n['detected_s']:.1f} s into the run")
         return "\n".join(lines)
+
+
+def metrics(cameras: list[CameraRecord], nodes_alive: int, nodes_lost: int, actors: int) -> dict[str, float]:
+    """Counters and gauges of a run, named in Prometheus style (``name{label="value"}``)."""
+    out: dict[str, float] = {f'vapipe_cluster_cameras{{state="{s}"}}': 0 for s in STATES}
+    for c in cameras:
+        out[f'vapipe_cluster_cameras{{state="{c.state}"}}'] += 1
+        out[f'vapipe_camera_frames_total{{camera="{c.name}"}}'] = c.frames
+        out[f'vapipe_camera_fps{{camera="{c.name}"}}'] = c.fps if c.state == "running" else 0.0
+        out[f'vapipe_camera_dropped_total{{camera="{c.name}"}}'] = c.dropped
+        out[f'vapipe_camera_restarts_total{{camera="{c.name}"}}'] = len(c.losses)
+    out["vapipe_cluster_nodes_alive"] = nodes_alive
+    out["vapipe_cluster_nodes_lost_total"] = nodes_lost
+    out["vapipe_cluster_camera_losses_total"] = sum(len(c.losses) for c in cameras)
+    out["vapipe_cluster_actors"] = actors
+    return out
+
+
+def startup_times(t: dict[str, float]) -> dict[str, float]:
+    """Seconds an actor spent starting (from its wall-clock ``timings``): process to actor, loading the
+    pipeline, waiting for the earlier owner's lease, and on to the first frame out (plan, models, sources)."""
+    return {"process": round(t["init"] - t["process"], 2), "imports": round(t["imported"] - t["run"], 2),
+            "lease": round(t["started"] - t["imported"], 2), "first_frame": round(t["first_frame"] - t["started"], 2)}

@@ -19,17 +19,24 @@ import logging
 import threading
 import time
 import uuid
+import weakref
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from .actor import CameraGroup, CameraTask, GroupOptions, actor_cores
 from .placement import NodeInfo, spread
-from .records import CameraRecord, ClusterSummary, Loss
+from .records import CameraRecord, ClusterSummary, Loss, metrics, startup_times
 
 __all__ = ["ClusterOptions", "ClusterRun"]
 
 log = logging.getLogger("vapipe.cluster")
+
+#: the runs of this process: each places its cameras in the CPUs the others left
+_RUNS: "weakref.WeakSet[ClusterRun]" = weakref.WeakSet()
+#: polls of frame counts kept in ``ClusterRun.history`` (2 minutes at the default poll)
+HISTORY = 240
 
 
 @dataclass
@@ -95,12 +102,14 @@ class ClusterRun:
         self.groups: dict[str, _Group] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.nodes_lost: list[dict[str, Any]] = []
-        self.history: list[tuple[float, dict[str, int]]] = []  # (time, camera -> frames) per poll
+        #: (time, camera -> frames) of the latest polls
+        self.history: deque[tuple[float, dict[str, int]]] = deque(maxlen=HISTORY)
         self.started = time.monotonic()
         self.stop_requested = threading.Event()
         self._serial = 0
         self._placed_once = False
         self._lock = threading.RLock()
+        _RUNS.add(self)
 
     # public API ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -167,7 +176,8 @@ class ClusterRun:
             for c in self.cameras.values():
                 if c.node and c.state in ("starting", "running"):
                     per_node.setdefault(c.node, []).append(c.name)
-            return {"run": self.run_id, "pipeline": self.spec.name, "elapsed_s": round(time.monotonic() - self.started, 3),
+            return {"run": self.run_id, "pipeline": self.spec.name,
+                    "elapsed_s": round(time.monotonic() - self.started, 3),
                     "cameras": {c.name: c.as_dict() for c in self.cameras.values()},
                     "nodes": {nid: {"address": n.address, "cpus": n.cpus, "cameras": sorted(per_node.get(nid, []))}
                               for nid, n in self.nodes.items()},
@@ -176,20 +186,8 @@ class ClusterRun:
     def metrics(self) -> dict[str, float]:
         """Flat counters and gauges for a metrics endpoint (names in Prometheus style)."""
         with self._lock:
-            cams = list(self.cameras.values())
-            out: dict[str, float] = {f'vapipe_cluster_cameras{{state="{s}"}}': 0 for s in
-                                     ("pending", "starting", "running", "lost", "done", "failed", "stopped")}
-            for c in cams:
-                out[f'vapipe_cluster_cameras{{state="{c.state}"}}'] += 1
-                out[f'vapipe_camera_frames_total{{camera="{c.name}"}}'] = c.frames
-                out[f'vapipe_camera_fps{{camera="{c.name}"}}'] = c.fps if c.state == "running" else 0.0
-                out[f'vapipe_camera_dropped_total{{camera="{c.name}"}}'] = c.dropped
-                out[f'vapipe_camera_restarts_total{{camera="{c.name}"}}'] = len(c.losses)
-            out["vapipe_cluster_nodes_alive"] = len(self.nodes)
-            out["vapipe_cluster_nodes_lost_total"] = len(self.nodes_lost)
-            out["vapipe_cluster_camera_losses_total"] = sum(len(c.losses) for c in cams)
-            out["vapipe_cluster_actors"] = sum(1 for g in self.groups.values() if not g.gone)
-            return out
+            actors = sum(1 for g in self.groups.values() if not g.gone)
+            return metrics(list(self.cameras.values()), len(self.nodes), len(self.nodes_lost), actors)
 
     def summary(self) -> ClusterSummary:
         with self._lock:
@@ -213,8 +211,8 @@ class ClusterRun:
         for nid, info in self.nodes.items():
             if nid not in alive:
                 cams = [c.name for c in self.cameras.values() if c.node == nid and c.state in ("starting", "running")]
-                self.nodes_lost.append({"node": nid, "address": info.address, "detected_s": round(now - self.started, 3),
-                                        "detected_at": now, "cameras": len(cams)})
+                self.nodes_lost.append({"node": nid, "address": info.address, "cameras": len(cams),
+                                        "detected_s": round(now - self.started, 3), "detected_at": now})
                 log.warning("node %s (%s) lost: cameras %s", nid[:12], info.address, ", ".join(cams) or "none")
                 for g in self.groups.values():
                     if g.node == nid and not g.gone:
@@ -236,16 +234,18 @@ class ClusterRun:
             c.part += 1
             start = c.start_seq if c.part == 0 else (c.last_seq + 1 if c.last_seq is not None else c.start_seq)
             tasks.append(CameraTask(c.name, c.uri, c.part, start, c.frames))
+        now = time.monotonic()
+        holders = [self.groups[c.group] for c in cams if c.group in self.groups]
+        wait = max([g.reached + self.options.lease_s - now for g in holders] + [0.0])
         opts = GroupOptions(run_id=self.run_id, output_dir=str(self.options.output_dir), overrides=self.overrides,
                             cpus=cpus, max_frames=self.options.max_frames, requests=self.options.requests,
-                            lease_s=self.options.lease_s)
+                            lease_s=self.options.lease_s, start_after_s=round(wait, 3))
         remote = ray.remote(CameraGroup).options(
             num_cpus=cpus, max_restarts=0, max_task_retries=0, max_concurrency=self.options.max_concurrency,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False), name=f"vapipe-{key}")
         actor = remote.remote(self.spec.model_dump(), self.config_path, task_dicts(tasks), asdict(opts))
         group = _Group(key, actor, node, [c.name for c in cams], cpus, actor.run.remote())
         self.groups[key] = group
-        now = time.monotonic()
         for c in cams:
             c.state, c.node, c.group = "starting", node, key
             c.placements.append({"node": node, "group": key, "start_seq": None, "frames": 0, "last_seq": None})
@@ -262,7 +262,15 @@ class ClusterRun:
         for c in self.cameras.values():
             if c.node and c.state in ("starting", "running"):
                 load[c.node] = load.get(c.node, 0) + 1
-        placed, pending = spread([c.name for c in cams], self.nodes.values(), load, self.options.cpus_per_camera)
+        reserved: dict[str, float] = {}  # CPUs other runs of this process hold on each node
+        for other in list(_RUNS):
+            if other is not self:
+                for g in list(other.groups.values()):
+                    if not g.gone:
+                        reserved[g.node] = reserved.get(g.node, 0.0) + g.cpus
+        nodes = [NodeInfo(n.node_id, max(0.0, n.cpus - reserved.get(n.node_id, 0.0)), n.address)
+                 for n in self.nodes.values()]
+        placed, pending = spread([c.name for c in cams], nodes, load, self.options.cpus_per_camera)
         for name in pending:
             cam = self.cameras[name]
             cam.state = "pending"
@@ -370,7 +378,7 @@ class ClusterRun:
                 if cam.placements and cam.placements[-1]["start_seq"] is None and name in starts:
                     cam.placements[-1]["start_seq"] = starts[name]
                 if cam.placements and "first_frame" in status.get("timings", {}):
-                    cam.placements[-1]["startup_s"] = _startup(status["timings"])
+                    cam.placements[-1]["startup_s"] = startup_times(status["timings"])
                 if cam.frames_now > 0 and cam.state == "starting":
                     cam.state = "running"
                     if cam.losses and cam.losses[-1].resumed_at is None:
@@ -392,14 +400,9 @@ class ClusterRun:
         cam.frames_before = int(before)
 
     def _replace_lost(self) -> None:
-        """Place the lost cameras whose old actor's lease has run out, and the pending ones."""
-        now = time.monotonic()
-        ready = []
-        for cam in self.cameras.values():
-            g = self.groups.get(cam.group or "")
-            if cam.state == "pending" or (cam.state == "lost" and (g is None or now - g.reached >= self.options.lease_s)):
-                ready.append(cam)
-        self._place(ready)
+        """Place the lost and the pending cameras (a lost camera's new actor starts it once the lease
+        of its old one has run out)."""
+        self._place([c for c in self.cameras.values() if c.state in ("pending", "lost")])
 
     def _abandon(self) -> None:
         """Kill every actor still there (they have ended, or did not stop in time)."""
@@ -419,9 +422,3 @@ def _kill(actor: Any) -> None:
     except Exception:  # noqa: BLE001 - already gone
         pass
 
-
-def _startup(t: dict[str, float]) -> dict[str, float]:
-    """Seconds an actor spent starting: process to actor, actor to the pipeline's modules loaded,
-    and on to the first frame out (plan, models, sources)."""
-    return {"process": round(t["init"] - t["process"], 2), "imports": round(t["imported"] - t["run"], 2),
-            "first_frame": round(t["first_frame"] - t["imported"], 2)}

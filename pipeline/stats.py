@@ -78,7 +78,8 @@ class SourceStats:
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
-                "last_seq": self.last_seq, "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
+                "last_seq": self.last_seq,
+                "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error}
 
 
 @dataclass
