@@ -68,6 +68,9 @@ class CameraGroup:
 
     def __init__(self, spec: dict[str, Any], config_path: str, tasks: list[dict[str, Any]],
                  options: dict[str, Any]) -> None:
+        self._lease = self._created = time.monotonic()
+        #: wall-clock seconds (time.time()) of the actor's start-up steps, for the driver's summary
+        self.timings: dict[str, float] = {"process": _process_started(), "init": time.time()}
         self.spec = spec
         self.config_path = config_path
         self.tasks = [CameraTask(**t) for t in tasks]
@@ -77,14 +80,11 @@ class CameraGroup:
         self._starts: dict[str, int] = {t.camera: t.start_seq for t in self.tasks}
         self._exact: dict[str, bool] = {}
         self._before: dict[str, int] = {t.camera: t.frames_before for t in self.tasks}
-        self._lease = self._created = time.monotonic()
         self._state = "starting"
         self._ended = threading.Event()
         self._error: str | None = None
         self._lock = threading.Lock()
         self.node_id = _node_id()
-        #: wall-clock seconds (time.time()) of the actor's start-up steps, for the driver's summary
-        self.timings: dict[str, float] = {"process": _process_started(), "init": time.time()}
         threading.Thread(target=self._watch_lease, name="lease", daemon=True).start()
 
     # driver calls ----------------------------------------------------------------------
