@@ -5,12 +5,16 @@ PY := $(VENV)/bin/python
 VAPIPE := $(VENV)/bin/vapipe
 DEMO_OUT ?= demo-output
 
-.PHONY: demo test bench soak setup clean
+.PHONY: demo test bench peers soak setup clean
 
+# openvino-model-api (OpenVINO's model_api) is the reference the detector tests compare with; it
+# requires opencv-python-headless, a second cv2 over opencv-python, so it is installed without its
+# dependencies (numpy, OpenCV and OpenVINO are here already).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps 'openvino-model-api==0.4.7'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -23,16 +27,30 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest
 
-# Side-by-side speed benchmark (slow; not part of `make test`): `vapipe bench` for persons
-# (1 and 4 cameras) and faces on 1080p clips, faces on the 480x270 GIF; tables on stdout, bench.json/bench.png in bench-output/.
+# Peers for `vapipe bench` (MediaPipe FaceMesh, RapidOCR) in their own venv: MediaPipe 0.10.14
+# needs numpy 1.x and clashes with vapipe's OpenCV.
+PEERS_VENV ?= .venv-peers
+$(PEERS_VENV)/.installed: bench/peers/requirements.txt | $(VENV)/.installed
+	$(PY) -m bench.peers.install $(PEERS_VENV)
+	touch $@
+
+peers: $(PEERS_VENV)/.installed
+
+# Side-by-side speed benchmark (slow; not part of `make test`), both regimes: persons (1 and 4
+# cameras) and faces (1080p, 720p) at the default precision and at f32, ocr on a 1280x720 ticker
+# clip, peers where they fit; tables on stdout, bench.json/bench.png per row in bench-output/.
+# BENCH_ARGS: e.g. --only persons-1,ocr-720p-f32 --rounds 2 --frames 60.  Without the peers
+# (their install failed: no wheels for this Python), the rows say so and run without them.
+BENCH_ARGS ?=
 bench: $(VENV)/.installed
-	$(PY) -m tests.bench.speed --out bench-output
+	-$(MAKE) --no-print-directory peers
+	VAPIPE_PEERS_PYTHON=$(abspath $(PEERS_VENV))/bin/python $(PY) -m bench.suite --out bench-output $(BENCH_ARGS)
 
 # 4 cameras (2 RTSP from tests/live/rtsp_server.py, 2 looping files) for SOAK_MINUTES, one RTSP
 # camera dropped every minute; prints RSS, its slope, threads, frames and drops per camera.
 SOAK_MINUTES ?= 10
 soak: $(VENV)/.installed
-	$(PY) -m tests.bench.soak --minutes $(SOAK_MINUTES)
+	$(PY) -m tests.live.soak --minutes $(SOAK_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) output
+	rm -rf $(VENV) $(PEERS_VENV) $(DEMO_OUT) output

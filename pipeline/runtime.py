@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -256,6 +256,8 @@ class _Camera:
         self.multi_camera = False
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
         self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
+        #: called on the worker thread with (source_id, frame) for every frame leaving the graph
+        self.on_frame: Callable[[str, Frame], None] | None = None
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
@@ -433,10 +435,13 @@ class _Camera:
 
     def _output(self, frame: Frame) -> None:
         self.stats.frame_out(frame.captured_ns, frame.seq)
+        if self.on_frame is not None:
+            self.on_frame(self.source_id, frame)
 
     def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
         """A live source changed state: count it, log it, and write it to the sinks."""
         with self.stats.lock:
+            self.stats.state = state
             self.stats.events[state] = self.stats.events.get(state, 0) + 1
             if state == "streaming" and self._down_since is not None:  # also when the first retry worked
                 self.stats.reconnect_s.append(time.monotonic() - self._down_since)
@@ -487,7 +492,7 @@ def source_ids(uris: list[str]) -> list[str]:
     """Short unique names for sources (file stem, scene name, host/path)."""
     out: list[str] = []
     for uri in uris:
-        base = uri.rstrip("/").split("?")[0]
+        base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
         stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
         name, k = stem, 2
         while name in out:
@@ -500,113 +505,48 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                  progress: Callable[[list[SourceStats]], None] | None = None) -> RunSummary:
     """Run ``graph`` on every source concurrently; returns the summary (never raises
     for stage failures: ``summary.error`` holds the one-line reason)."""
+    from .plan_check import PlanCheck
+    from .session import Session
+
     opts = opts or RunOptions()
     if not sources:
         raise ValueError("no source given; pass at least one --source")
-    opts.output_dir.mkdir(parents=True, exist_ok=True)
-    stop_sources = opts.stop_event if opts.stop_event is not None else threading.Event()
-    abort = threading.Event()
-    failures: list[str] = []
-    fail_lock = threading.Lock()
-
-    def report_failure(msg: str) -> None:
-        with fail_lock:
-            failures.append(msg)
-        abort.set()
-
-    from .costs import CostCache
-    from .plan_check import PlanCheck
-    from .threads import apply_global, plan_for_graph, plan_overrides
-
-    costs = CostCache() if opts.cores != 0 else None
-    plan = plan_for_graph(graph, sources, opts.cores, opts.overrides, costs=costs)  # user-set values win
-    opts = replace(opts, overrides=plan_overrides(plan, graph, opts.overrides))
-    stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
-    started = time.monotonic()
     priorities = list(opts.priorities or [])
     if priorities and len(priorities) != len(sources):
         raise ValueError(f"{len(priorities)} priorities for {len(sources)} sources; give one per source")
     if not any(p.level != "normal" or p.min_fps for p in priorities):
         priorities = []  # all alike: no arbitration
-    ids = list(opts.source_ids) if opts.source_ids is not None else source_ids(sources)
-    own = list(opts.source_overrides) if opts.source_overrides is not None else [{}] * len(sources)
-    if len(ids) != len(sources) or len(own) != len(sources) or len(set(ids)) != len(ids):
-        raise ValueError(f"{len(sources)} sources need as many distinct source_ids and source_overrides")
-    cameras = [_Camera(graph, uri, sid, opts, stop_sources, abort, stage_stats, report_failure,
-                       priorities[i] if priorities else None, own[i])
-               for i, (uri, sid) in enumerate(zip(sources, ids))]
-    for cam in cameras:
-        cam.multi_camera = len(cameras) > 1
-        cam.decoder_nice = plan.decoder_nice
-    check = PlanCheck(plan, cameras, pipeline=graph.spec.name, uris=list(sources), replan=opts.replan,
-                      cache=costs)
+    session = Session(graph, opts, expected_sources=len(sources))
     signalled = threading.Event()
-    restore = install_signals(stop_sources, signalled) if opts.handle_signals else None
-    threads: list[threading.Thread] = []
-    old_interval = sys.getswitchinterval()
-    if opts.switch_interval_s:
-        sys.setswitchinterval(opts.switch_interval_s)
-    restore_threads = apply_global(plan)
+    restore = install_signals(session.stop_sources, signalled) if opts.handle_signals else None
+    check: PlanCheck | None = None
     try:
-        for cam in cameras:
-            try:
-                cam.open()
-            except Exception as exc:  # noqa: BLE001
-                report_failure(str(exc) if isinstance(exc, StageFailure) else _one_line(exc, cam.source_id))
-                break
-        if not abort.is_set():
-            for cam in cameras:
-                threads.extend(cam.threads())
-            for t in threads:
-                t.start()
-            stop_at: float | None = None
-            while any(t.is_alive() for t in threads):
+        try:
+            session.add_sources(list(sources), priorities or None, ids=opts.source_ids, own=opts.source_overrides)
+        except StageFailure as exc:
+            session.failures.append(str(exc))
+        else:
+            check = PlanCheck(session.plan, session.cameras(), pipeline=graph.spec.name, uris=list(sources),
+                              replan=opts.replan, cache=session.costs)
+            while not session.wait(0.25):
                 if progress is not None:
-                    progress([c.stats for c in cameras])
+                    progress([c.stats for c in session.cameras()])
                 if not opts.sync:
                     check.sample()
-                if abort.is_set() or stop_sources.is_set():
-                    for c in cameras:
-                        c.halt_reading.set()
-                    if stop_sources.is_set() and stop_at is None:
-                        stop_at = time.monotonic() + opts.stop_deadline_s
-                    if stop_at is not None and time.monotonic() > stop_at:
-                        abort.set()
-                for t in threads:
-                    t.join(timeout=0.25)
-                    break
             if progress is not None:
-                progress([c.stats for c in cameras])
+                progress([c.stats for c in session.cameras()])
     finally:
-        for c in cameras:
-            c.halt_reading.set()
-        abort.set()  # nothing may block from here on
-        for t in threads:
-            t.join(timeout=opts.stop_deadline_s)
-        for c in cameras:
-            c.close()
-            c.stats.dropped += c.units.dropped + c.frames.dropped
-            c.stats.decode_errors = getattr(c.source, "decode_errors", 0)
-            if c.priority is not None:
-                c.stats.priority = {"level": c.priority.level, "min_fps": c.priority.min_fps,
-                                    "waits": c.priority.waits, "promoted": c.priority.promoted}
+        summary = session.close()
         if restore is not None:
             restore()
-        sys.setswitchinterval(old_interval)
-        restore_threads()
-        check.store()
-    outputs: list[str] = []
-    for c in cameras:
-        for st in c.stages.values():
-            path = getattr(st, "path", None) if st.kind == "sink" else None
-            if path is not None:
-                outputs.append(str(path))
-    return RunSummary(pipeline=graph.spec.name, mode="sync" if opts.sync else "async",
-                      sources=[c.stats for c in cameras], stages=stage_stats,
-                      wall_s=time.monotonic() - started,
-                      error=(failures or [c.stats.error for c in cameras if c.stats.error] or [None])[0],
-                      stopped_by_signal=signalled.is_set(), outputs=outputs, threads=plan.summary(),
-                      plan=plan.as_dict(), plan_check=check.result, plan_check_text="\n".join(check.summary_lines()))
+        if check is not None:
+            check.store()
+    summary.stopped_by_signal = signalled.is_set()
+    summary.plan = session.plan.as_dict()
+    if check is not None:
+        summary.plan_check = check.result
+        summary.plan_check_text = "\n".join(check.summary_lines())
+    return summary
 
 
 def install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:

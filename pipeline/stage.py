@@ -103,11 +103,24 @@ class Stage:
 class InferStage(Stage):
     """A stage whose work runs asynchronously on an inference engine.
 
-    Subclasses implement :meth:`start` (begin work on a frame; may block only
-    while every request of this stage is busy) and :meth:`finish_ready`/
-    :meth:`finish_all` through the helper :class:`pipeline.engine.OrderedRequests`.
-    Frames leave :meth:`poll` and :meth:`drain` in the order they were submitted,
-    including frames the stage decided not to run inference on.
+    Subclasses implement four hooks, usually on a :class:`pipeline.engine.RequestPool`:
+
+    * :meth:`start` begins inference on a frame and returns a ticket; it may block
+      only while every request of the stage's pool is busy (it then waits for the
+      oldest job);
+    * :meth:`is_done` says whether a ticket has finished, without blocking;
+    * :meth:`complete` waits for a ticket and writes the results into the frame
+      (returning None drops the frame);
+    * :meth:`wants` (optional) returns False for frames that pass without inference
+      (``every: N``, gating); they keep their place in the order.
+
+    Callers use :meth:`submit`, then :meth:`poll` (finished frames, never blocks),
+    :meth:`pop_oldest` (waits for the oldest frame) or :meth:`drain` (waits for all).
+    Frames leave in the order they were submitted.  ``depth`` is how many frames the
+    runtime keeps in flight per camera (it calls :meth:`pop_oldest` while
+    :attr:`in_flight` exceeds it); stages set it from their request pools.
+    :meth:`process` is the synchronous form (submit, then drain).  One instance
+    serves one camera and is called from one thread.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -154,6 +167,7 @@ class InferStage(Stage):
         raise NotImplementedError
 
     def is_done(self, ticket: Any) -> bool:
+        """True once the ticket's work has finished; never blocks."""
         raise NotImplementedError
 
     def complete(self, frame: Frame, ticket: Any) -> Frame | None:
@@ -166,6 +180,7 @@ class InferStage(Stage):
 
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
+        """Start work on ``frame`` (opens the stage on first use); collect it with poll/pop_oldest/drain."""
         self.ensure_open()
         if self._reconfigure is not None:
             self._apply_reconfigure()
@@ -202,6 +217,7 @@ class InferStage(Stage):
 
     @property
     def in_flight(self) -> int:
+        """Frames submitted and not yet returned."""
         return len(self._pending)
 
     #: frames the runtime keeps in flight per camera (stages set it from their request pools)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,20 +10,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LatencyStats", "SourceStats", "RunSummary"]
+__all__ = ["LatencyStats", "SourceStats", "RunSummary", "LATENCY_BUCKETS_MS"]
+
+#: upper bounds (ms) of the cumulative latency histogram every LatencyStats keeps: 1 ms to 2 s
+LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0)
 
 
 class LatencyStats:
     """Latency samples in milliseconds: the most recent ``keep`` in a preallocated ring
-    (memory stays flat however long a camera runs); ``count`` counts all."""
+    (memory stays flat however long a camera runs); ``count`` counts all.  Every sample
+    is also counted in :data:`LATENCY_BUCKETS_MS` (``buckets[i]``: samples <= bound i;
+    the last entry counts those above 2 s) with their sum ``total_ms``, over the whole run."""
 
     def __init__(self, keep: int = 20000) -> None:
         self._ring = np.zeros(keep, np.float64)
         self.count = 0
+        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.total_ms = 0.0
 
     def add(self, ms: float) -> None:
         self._ring[self.count % len(self._ring)] = ms
         self.count += 1
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
+        self.total_ms += ms
 
     def summary(self) -> dict[str, float]:
         if not self.count:
@@ -51,6 +61,7 @@ class SourceStats:
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
     priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
+    state: str | None = None  # last state a live source reported (connecting, streaming, ...)
     last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -18,8 +18,8 @@ import numpy as np
 
 from pipeline.frame import Detections
 
-__all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "PALETTE", "color_for",
-           "default_annotators", "annotate_all"]
+__all__ = ["Annotator", "BoxAnnotator", "KeypointAnnotator", "TextAnnotator", "AttributeAnnotator", "PALETTE",
+           "color_for", "default_annotators", "annotate_all", "draw_outline", "OUTLINE_COLOR", "scale_detections"]
 
 Color = tuple[int, int, int]
 
@@ -221,9 +221,55 @@ class TextAnnotator:
         return image
 
 
+class AttributeAnnotator:
+    """Classifier attributes as caption lines under the box, in the label's colour:
+    ``name: value`` for text and numbers (a ``name_score`` beside ``name`` is appended as
+    ``0.93``), ``name`` for true flags; false flags, lists, other ``*_score`` values and
+    the attributes other drawers show (text, landmarks, ...) are left out."""
+
+    SKIP = frozenset({"text", "text_score", "angle", "angle_score", "landmarks", "face_presence", "rotation"})
+
+    def __init__(self, font_scale: float | None = None, max_lines: int = 8) -> None:
+        self.font_scale = font_scale
+        self.max_lines = max_lines
+
+    def lines(self, attrs: dict[str, Any]) -> list[str]:
+        out = []
+        for key, value in attrs.items():
+            if key in self.SKIP or (key.endswith("_score") and key[:-6] in attrs):
+                continue
+            if isinstance(value, (bool, np.bool_)):
+                if value:
+                    out.append(_ascii(key))
+            elif isinstance(value, (str, int, float, np.integer, np.floating)):
+                text = f"{value:.3g}" if isinstance(value, (float, np.floating)) else str(value)
+                score = attrs.get(f"{key}_score")
+                if isinstance(score, (float, np.floating)):
+                    text += f" {float(score):.2f}"
+                out.append(_ascii(f"{key}: {text}"))
+        return out[: self.max_lines]
+
+    def annotate(self, image: np.ndarray, detections: Detections) -> np.ndarray:
+        _check(image)
+        scale = self.font_scale or _font_scale(image)
+        h, w = image.shape[:2]
+        step = cv2.getTextSize("Ag", _FONT, scale, 1 if scale < 0.8 else 2)[0][1] + 10
+        for i in range(len(detections)):
+            lines = self.lines(detections.attributes[i])
+            if not lines:
+                continue
+            x1, _, _, y2 = np.nan_to_num(detections.xyxy[i]).tolist()
+            x = int(np.clip(round(x1), 0, w - 1))
+            y = int(np.clip(round(y2), 0, h - 1))
+            color = color_for(str(detections.label[i]))
+            for k, text in enumerate(lines):
+                _caption(image, text, x, min(y + k * step, h - 1), color, scale, below=True)
+        return image
+
+
 def default_annotators() -> list[Annotator]:
-    """Boxes, then keypoints/landmarks, then text: the encoder's default drawing."""
-    return [BoxAnnotator(), KeypointAnnotator(), TextAnnotator()]
+    """Boxes, then keypoints/landmarks, then text, then attributes: the encoder's default drawing."""
+    return [BoxAnnotator(), KeypointAnnotator(), TextAnnotator(), AttributeAnnotator()]
 
 
 def annotate_all(image: np.ndarray, detections: Detections,
@@ -232,3 +278,29 @@ def annotate_all(image: np.ndarray, detections: Detections,
     for ann in annotators if annotators is not None else default_annotators():
         image = ann.annotate(image, detections)
     return image
+
+
+OUTLINE_COLOR: Color = (255, 255, 255)
+
+
+def draw_outline(image: np.ndarray, polygon: np.ndarray, color: Color = OUTLINE_COLOR) -> np.ndarray:
+    """A closed outline through ``polygon`` ((K, 2) pixels), e.g. the region a preprocess stage
+    cropped; in place, line width as the boxes'."""
+    _check(image)
+    pts = np.rint(np.asarray(polygon, np.float64) - 0.5).astype(np.int32).reshape(-1, 1, 2)
+    cv2.polylines(image, [pts], True, color, _line_width(image), cv2.LINE_AA)
+    return image
+
+
+def scale_detections(detections: Detections, sx: float, sy: float) -> Detections:
+    """A copy of ``detections`` with boxes, keypoints and landmarks scaled by (sx, sy) (to draw
+    on a resized image)."""
+    det = detections[np.arange(len(detections))]
+    scale = np.array([sx, sy], np.float32)
+    det.xyxy = det.xyxy * np.tile(scale, 2)
+    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
+    det.attributes = [
+        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
+        for a in det.attributes
+    ]
+    return det

@@ -19,6 +19,7 @@ from pipeline.frame import Frame
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
+from .model_settings import ClassifierSettings
 from .models.base import RoiAdapter
 
 
@@ -36,7 +37,7 @@ class Classify(InferStage):
         load_adapters()
         return bool(getattr(DECODERS.get(self.params.decoder), "needs_image", True))
 
-    class Params(InferParams):
+    class Params(InferParams, ClassifierSettings):
         on: list[str] = Field(description="object labels to run on, e.g. [face]")
         max_objects: int = Field(32, ge=1, description="at most this many objects per frame (highest scores first)")
 
@@ -51,10 +52,11 @@ class Classify(InferStage):
     def open(self) -> None:
         from pipeline.models import resolve_model
 
-        self.adapter: RoiAdapter = make_adapter("region", self.params.decoder, self.params.options, RoiAdapter)
+        path = resolve_model(self.params.model)
+        self.adapter: RoiAdapter = region_adapter(self.params, path)
         spec: InputSpec = self.adapter.input_spec
-        model: LoadedModel = load_model(self.params.engine, resolve_model(self.params.model), spec,
-                                        self.params.device, self.params.hint, self.params.config)
+        model: LoadedModel = load_model(self.params.engine, path, spec, self.params.device, self.params.hint,
+                                        self.params.config)
         self.model = model
         if hasattr(self.adapter, "bind_model"):
             self.adapter.bind_model(model)
@@ -69,9 +71,10 @@ class Classify(InferStage):
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
 
-        adapter = make_adapter("region", self.params.decoder, self.params.options, RoiAdapter)
+        path = resolve_model(self.params.model)
+        adapter = region_adapter(self.params, path)
         # a region model's inferences per frame are the objects earlier stages find: unknown here
-        return ModelProbe(self.name, resolve_model(self.params.model), adapter.input_spec, self.params.device,
+        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
                           self.params.hint, dict(self.params.config),
                           input_hw=getattr(adapter, "typical_input_hw", None), per_frame=None,
                           engine=self.params.engine)
@@ -100,3 +103,18 @@ class Classify(InferStage):
         for i, job in ticket:
             self.adapter.apply(frame.detections, i, self.pool.finish(job))
         return frame
+
+
+def region_adapter(params: Classify.Params, model_path: Any) -> RoiAdapter:
+    """The adapter a classify stage with ``params`` uses on the model at ``model_path``:
+    model-driven ones (``attributes``) read the model's outputs and metadata."""
+    cls = adapter_class("region", params.decoder, RoiAdapter)
+    settings = params.generic_fields_set()
+    if getattr(cls, "reads_model", False):
+        from .models.model_info import read_model_info
+
+        return cls(read_model_info(model_path), settings, params.options)
+    if settings:
+        raise ValueError(f"decoder {params.decoder!r} does not take {', '.join(settings)} (those are for the "
+                         "attributes decoder); set its own options: instead")
+    return make_adapter("region", params.decoder, params.options, RoiAdapter)

@@ -22,7 +22,8 @@ from pipeline.engines import load_model
 from pipeline.frame import Detections, Frame
 from pipeline.stage import InferStage
 
-from ._infer_common import InferParams, adapter_class, make_adapter
+from ._infer_common import InferParams, adapter_class
+from .model_settings import DetectorSettings
 from .models.base import DetectorAdapter, Letterbox
 
 log = logging.getLogger("vapipe.detect")
@@ -31,27 +32,41 @@ log = logging.getLogger("vapipe.detect")
 class Detect(InferStage):
     """Runs a detector; each camera keeps ``requests`` inferences in flight."""
 
-    class Params(InferParams):
+    class Params(InferParams, DetectorSettings):
+        decoder: str | None = Field(  # type: ignore[assignment]
+            None, description="output decoder (model family); default: recognised from the model's outputs "
+            "and metadata (yolo, yolov5, yolox, yolo_end2end, ssd)")
         every: int = Field(1, ge=1, description="run the model on every N-th frame; others pass unchanged")
-        resize: Literal["auto", "host", "engine"] = Field(
-            "auto", description="where the frame is scaled to the model's input: host (from the decoder's planes "
+        resize: Literal["auto", "host", "engine"] | None = Field(
+            None, description="where the frame is scaled to the model's input: host (from the decoder's planes "
             "or the converted image), engine (full-size uint8 frame, resized inside the compiled model), or auto "
-            "(both measured on the first frame of each size; the faster is kept)")
+            "(both measured on the first frame of each size; the faster is kept); default: where the model "
+            "family's reference scales (engine for yolo, yolov5, yolo_end2end and ssd as model_api does, host "
+            "with OpenCV on the full frame for yolox), auto for the others")
 
         @field_validator("decoder")
         @classmethod
-        def _known_decoder(cls, value: str) -> str:
-            adapter_class("detector", value, DetectorAdapter)
+        def _known_decoder(cls, value: str | None) -> str | None:
+            if value is not None:
+                adapter_class("detector", value, DetectorAdapter)
             return value
 
     params: Params
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The model-driven families scale the full-size frame by default (inside the compiled
+        # model, or with OpenCV): the decoder thread then converts each frame once.
+        generic = self.params.decoder is None or self.params.decoder in _generic_families()
+        self.needs_image = self.params.resize is None and generic  # type: ignore[misc]
+
     def open(self) -> None:
         from pipeline.models import resolve_model
 
-        self.adapter: DetectorAdapter = make_adapter("detector", self.params.decoder, self.params.options,
-                                                     DetectorAdapter)
         self.model_path = resolve_model(self.params.model)
+        self.adapter: DetectorAdapter = detector_adapter(self.params, self.model_path)
+        if hasattr(self.adapter, "describe"):
+            log.info("%s: %s", self.name, self.adapter.describe())
         self._routes: dict[tuple[int, int], _Route] = {}
         self._count = getattr(self, "_count", 0)  # kept when the stage is reconfigured mid-run
         #: chosen path per source size, with the measured milliseconds per frame of each candidate
@@ -66,7 +81,7 @@ class Detect(InferStage):
 
     def _load(self, spec_size: tuple[int, int] | None, **engine_resize: Any) -> LoadedModel:
         base: InputSpec = self.adapter.input_spec
-        spec = replace(base, size=spec_size, **engine_resize)
+        spec = replace(base, size=spec_size if spec_size is not None else base.size, **engine_resize)
         if engine_resize:
             spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
         return load_model(self.params.engine, self.model_path, spec, self.params.device, self.params.hint,
@@ -79,7 +94,7 @@ class Detect(InferStage):
             return route
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
         own_sampling = type(self.adapter).prepare_input is not DetectorAdapter.prepare_input
-        mode = self.params.resize
+        mode = self.params.resize or self.adapter.resize_preference
         if self.params.engine != "openvino":  # only OpenVINO resizes inside the model
             mode = "host"
         candidates = ["host", "engine"] if mode == "auto" and not own_sampling else [
@@ -103,23 +118,24 @@ class Detect(InferStage):
             model = self._load(size)
             return _Route(model, model.create_pool(self.params.requests, self.priority), self.adapter.host_input)
         h, w = size or self._load(None).input_hw
-        box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox)
+        box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox, self.adapter.letterbox_align)
         model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
-                           pad_top_left=(int(box.pad_y), int(box.pad_x)))
+                           pad_top_left=(int(box.pad_y), int(box.pad_x)), pad_value=float(self.adapter.pad_value))
         return _Route(model, model.create_pool(self.params.requests, self.priority),
                       lambda frame, hw: (frame.image(), box))
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
 
-        adapter = make_adapter("detector", self.params.decoder, self.params.options, DetectorAdapter)
+        path = resolve_model(self.params.model)
+        adapter = detector_adapter(self.params, path)
         size = adapter.input_size(source_wh) if hasattr(adapter, "input_size") else None
-        return ModelProbe(self.name, resolve_model(self.params.model), adapter.input_spec, self.params.device,
+        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
                           self.params.hint, dict(self.params.config), input_hw=size,
                           per_frame=1.0 / self.params.every, engine=self.params.engine)
 
     def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Callable[[], Any]:
-        adapter = make_adapter("detector", self.params.decoder, self.params.options, DetectorAdapter)
+        adapter = detector_adapter(self.params)
         hw = adapter.input_size((frame.width, frame.height)) if hasattr(adapter, "input_size") else input_hw
 
         def prepare() -> Any:
@@ -153,6 +169,26 @@ class Detect(InferStage):
         found = box.detections_to_source(found, (frame.width, frame.height))
         frame.detections = Detections.merge([frame.detections, found]) if len(frame.detections) else found
         return frame
+
+
+def _generic_families() -> tuple[str, ...]:
+    from .models import load_adapters
+    from .models.detector_base import GENERIC_FAMILIES
+
+    load_adapters()
+    return tuple(GENERIC_FAMILIES)
+
+
+def detector_adapter(params: Detect.Params, model_path: Any = None) -> DetectorAdapter:
+    """The adapter a detect stage with ``params`` uses (the model's family, labels, thresholds
+    and preprocessing); ``model_path`` defaults to ``params.model`` resolved.  Tools that
+    feed the detector themselves (benchmarks, quantisation) build their inputs with it."""
+    from pipeline.models import resolve_model
+
+    from .models.families import build_detector
+
+    path = model_path if model_path is not None else resolve_model(params.model)
+    return build_detector(path, params.decoder, params.options, params.generic_fields_set())
 
 
 @dataclass

@@ -39,11 +39,12 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.frame import Frame
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
-from .annotate import Annotator, annotate_all, default_annotators
+from .annotate import Annotator, annotate_all, default_annotators, draw_outline, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
 
@@ -72,6 +73,7 @@ class Encode(Stage):
         threads: int = Field(0, ge=0, description="encoder threads; 0 = codec default")
         fps: float | None = Field(None, gt=0, description="nominal rate in frames/s: clock for frames "
                                   "without timestamps and the encoder's rate hint; None = source_fps or 25")
+        view: SinkView = Field("source", description=SINK_VIEW_HELP + "; a crop is outlined on the source")
         container_options: dict[str, str] = Field(default_factory=dict, description="FFmpeg muxer options, "
                                                   "e.g. {movflags: +frag_keyframe+empty_moov} for an MP4 that "
                                                   "stays playable if the process is killed")
@@ -156,9 +158,10 @@ class Encode(Stage):
         return float(self.params.fps or self.source_fps or DEFAULT_FPS)
 
     def _write(self, frame: Frame) -> None:
+        frame, outline = sink_picture(frame, self.params.view)
         if self._container is None:
             self._start(frame)
-        vframe, borrowed = self._video_frame(frame)
+        vframe, borrowed = self._video_frame(frame, outline)
         saved = _timing(vframe) if borrowed else None
         pts = self._next_pts(frame)
         before = self._last_pts, self.frames_written
@@ -214,10 +217,11 @@ class Encode(Stage):
         raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
                          f"for {self.path}: {error}") from error
 
-    def _video_frame(self, frame: Frame) -> tuple[Any, bool]:
-        """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame."""
+    def _video_frame(self, frame: Frame, outline: np.ndarray | None = None) -> tuple[Any, bool]:
+        """An ``av.VideoFrame`` to encode, and whether it is the frame's own decoder frame;
+        ``outline``: a region to outline (frame pixels)."""
         w, h = self._size
-        draw = self.params.annotate and len(frame.detections) > 0
+        draw = self.params.annotate and (len(frame.detections) > 0 or outline is not None)
         src = frame.av_frame
         if not draw and not frame.has_image and src is not None and (src.width, src.height) == (w, h):
             return src, True  # no conversion to BGR and back
@@ -231,9 +235,13 @@ class Encode(Stage):
             image = cv2.resize(image.copy() if draw else image, (w, h), interpolation=cv2.INTER_AREA)
             if draw:
                 draw = False
-                annotate_all(image, _scaled(frame, w / iw, h / ih), self.annotators)
+                annotate_all(image, scale_detections(frame.detections, w / iw, h / ih), self.annotators)
+                if outline is not None:
+                    draw_outline(image, outline * np.array([w / iw, h / ih], np.float32))
         if draw:
             annotate_all(image, frame.detections, self.annotators)
+            if outline is not None:
+                draw_outline(image, outline)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
     def _step(self) -> int:
@@ -287,16 +295,3 @@ def _private_options(ctx: Any) -> set[str]:
         return {o.name for o in ctx.supported_options.private}
     except AttributeError:  # older PyAV: assume the x264/x265 family
         return {"crf", "preset"} if ctx.name.startswith(("libx264", "libx265")) else set()
-
-
-def _scaled(frame: Frame, sx: float, sy: float) -> Any:
-    """The frame's detections with boxes, keypoints and landmarks scaled by (sx, sy)."""
-    det = frame.detections[np.arange(len(frame.detections))]
-    scale = np.array([sx, sy], np.float32)
-    det.xyxy = det.xyxy * np.tile(scale, 2)
-    det.keypoints = [None if k is None else np.asarray(k, np.float32)[:, :2] * scale for k in det.keypoints]
-    det.attributes = [
-        {**a, "landmarks": np.asarray(a["landmarks"], np.float32)[:, :2] * scale} if "landmarks" in a else a
-        for a in det.attributes
-    ]
-    return det

@@ -7,6 +7,7 @@ Frame record (one line, UTF-8)::
      "objects": [{"label": str, "score": float,
                   "box": [x1, y1, x2, y2],                  # source pixels
                   "track_id": int | null,                   # null: not tracked
+                  "class_id": int,                          # only when known: the model's class index
                   "keypoints": [[x, y], ...],               # only when present
                   "attributes": {...}}, ...]}
 
@@ -20,6 +21,11 @@ Event line (:meth:`Metadata.write_event`)::
     {"event": str, "source": str, "time": float,            # Unix time, seconds
      ...caller's fields}
 
+``schema: dlstreamer`` writes DL Streamer Pipeline Server's message shape instead
+(see :mod:`stages.records`); ``format: json`` writes one JSON array (valid once
+the file is closed) instead of one record per line.  Sinks of the same process
+that resolve to the same path share the file (``append`` keeps what it holds).
+
 Lines are flushed to the OS every ``flush_every`` frame records (events:
 always) and on :meth:`Metadata.close`, so readers can follow the file while it
 grows.  Non-finite floats are written as null (strict JSON).  Thread-safe:
@@ -28,21 +34,23 @@ events may come from another thread than frames.
 
 from __future__ import annotations
 
-import json
-import math
+import logging
 import threading
-import time
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import Field
 
-from pipeline.frame import Detections, Frame
+from pipeline.frame import Frame
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
 from ._paths import resolve_output
+from ._shared_file import SharedFile
+from .records import Schema, event_record, frame_record, to_json
+
+log = logging.getLogger("vapipe.metadata")
 
 __all__ = ["Metadata"]
 
@@ -57,8 +65,15 @@ class Metadata(Stage):
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
-        append: bool = Field(False, description="add to an existing file instead of starting it anew (a camera "
-                             "that continues where an earlier run stopped)")
+        view: SinkView = Field("source", description=SINK_VIEW_HELP)
+        schema_: Schema = Field("vapipe", alias="schema", description="record shape: vapipe, or dlstreamer "
+                                "(DL Streamer Pipeline Server's messages)")
+        format: Literal["json-lines", "json"] = Field("json-lines", description="one record per line, or one "
+                                                      "JSON array (complete once the file is closed)")
+        tags: dict[str, Any] = Field(default_factory=dict, description="added to every record as 'tags'")
+        labels: list[str] = Field(default_factory=list, description="label order for dlstreamer's label_id "
+                                  "(used when the detections carry no class id)")
+        append: bool = Field(False, description="add to an existing file instead of replacing it (json-lines)")
 
     params: Params
 
@@ -67,7 +82,7 @@ class Metadata(Stage):
         self.output_dir: Path | None = None  # set by the runtime
         self.path: Path | None = None
         self.records_written = 0
-        self._file: IO[str] | None = None
+        self._file: SharedFile | None = None
         self._pending = 0
         self._started = False  # the file was created in this open/close cycle
         self._lock = threading.RLock()
@@ -79,22 +94,18 @@ class Metadata(Stage):
             self._started = False
 
     def process(self, frame: Frame) -> Frame | None:
-        record = {
-            "source": frame.source_id,
-            "seq": int(frame.seq),
-            "pts_time": frame.pts_time,
-            "width": int(frame.width),
-            "height": int(frame.height),
-            "objects": self._objects(frame.detections),
-        }
+        p = self.params
+        shown, _ = sink_picture(frame, p.view)  # camera pixels unless view: preprocessed
+        record = frame_record(p.schema_, shown, include_landmarks=p.include_landmarks, tags=p.tags, labels=p.labels)
         with self._lock:
             self._write(record, flush=False)
             self.records_written += 1
         return frame
 
     def write_event(self, kind: str, **fields: Any) -> None:
-        """Write ``{"event": kind, "source", "time", **fields}`` and flush it."""
-        record = {"event": kind, "source": self.source_id, "time": time.time(), **fields}
+        """Write ``{"event": kind, "source", "time", **fields}`` (or the dlstreamer event shape)
+        and flush it."""
+        record = event_record(self.params.schema_, kind, self.source_id, fields, self.params.tags)
         with self._lock:
             self._write(record, flush=True)
 
@@ -103,74 +114,22 @@ class Metadata(Stage):
         with self._lock:
             f, self._file = self._file, None
             if f is not None:
-                try:
-                    f.flush()
-                finally:
-                    f.close()
+                f.release()
 
     # internals ------------------------------------------------------------------
-    def _objects(self, det: Detections) -> list[dict[str, Any]]:
-        if not self.params.include_landmarks and any("landmarks" in a for a in det.attributes):
-            slim = [{k: v for k, v in a.items() if k != "landmarks"} for a in det.attributes]
-            records = Detections(xyxy=det.xyxy, score=det.score, label=det.label, track_id=det.track_id,
-                                 keypoints=det.keypoints, attributes=slim).to_records()
-            for rec, a in zip(records, det.attributes):
-                if "landmarks" in a:
-                    rec["attributes"]["landmarks"] = _count(a["landmarks"])
-            return records
-        return det.to_records()
-
     def _write(self, record: dict[str, Any], flush: bool) -> None:
         if self._file is None:
+            array = self.params.format == "json"
+            if array and self._started:
+                log.debug("%s: %s is closed; a JSON array cannot take later records", self.name, self.path)
+                return
             self.path = resolve_output(self.params.path, self)
-            # Truncate once per open() unless appending; later re-opens (writes after close) append.
-            self._file = open(self.path, "a" if self._started or self.params.append else "w", encoding="utf-8")
+            # Truncate once per open(); later re-opens (writes after close) append.
+            self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)
             self._started = True
             self._pending = 0
-        f = self._file  # a signal handler may close() between the next lines
-        f.write(_dumps(record) + "\n")
         self._pending += 1
-        if (flush or self._pending >= self.params.flush_every) and not f.closed:
-            f.flush()
+        flush = flush or self._pending >= self.params.flush_every
+        self._file.write(to_json(record), flush)
+        if flush:
             self._pending = 0
-
-
-def _count(landmarks: Any) -> int | None:
-    if landmarks is None:
-        return None
-    arr = np.asarray(landmarks)
-    return int(arr.shape[0]) if arr.ndim >= 2 else int(arr.size // 2)
-
-
-def _dumps(record: dict[str, Any]) -> str:
-    try:
-        return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_default)
-    except ValueError:  # NaN/inf somewhere: write null instead
-        return json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, separators=(",", ":"),
-                          default=_default)
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    if isinstance(value, Path):
-        return str(value)
-    return repr(value)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _finite(value.tolist())
-    if isinstance(value, np.floating):
-        return _finite(float(value))
-    return value

@@ -11,10 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli_env(models_dir: Path) -> dict[str, str]:
-    """The process environment, with models read from ``models_dir`` and no debug switch."""
+    """The process environment, with models read from ``models_dir``, no debug switch and
+    no pipeline file chosen by the caller's environment."""
     env = dict(os.environ)
     env["VAPIPE_MODELS_DIR"] = str(models_dir)
     env.pop("VAPIPE_DEBUG", None)
+    env.pop("VAPIPE_CONFIG", None)
     return env
 
 

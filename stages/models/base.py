@@ -25,6 +25,9 @@ class DetectorAdapter:
 
     ``input_spec``: normalisation baked into the engine.
     ``letterbox``: keep the aspect ratio and pad (True) or stretch (False).
+    ``letterbox_align``: where a letterboxed image sits, ``"center"`` or ``"top_left"``.
+    ``pad_value``: value of the padding pixels (0..255, every channel), on the host and
+    in the engine's letterbox alike.
     ``decode(outputs, input_hw)``: outputs in the compiled model's output order,
     (height, width) of the model input; returns Detections in model-input pixels.
     The output arrays are views into request buffers: copy what you keep.
@@ -32,7 +35,14 @@ class DetectorAdapter:
 
     input_spec: ClassVar[InputSpec] = InputSpec()
     letterbox: ClassVar[bool] = True
+    letterbox_align: ClassVar[str] = "center"
     pad_value: ClassVar[int] = 0
+    #: the detect stage's ``resize`` when the stage does not set it: where this family's
+    #: reference implementation scales ("engine": inside the compiled model, "host", or "auto")
+    resize_preference: ClassVar[str] = "auto"
+    #: host scaling from the full-size BGR frame with OpenCV (as the reference does) rather
+    #: than from the decoder's planes
+    host_from_image: ClassVar[bool] = False
 
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         raise NotImplementedError
@@ -54,7 +64,9 @@ class DetectorAdapter:
         if prepared is not None:
             return prepared
         h, w = input_hw
-        box = Letterbox.fit((frame.width, frame.height), (w, h), self.letterbox)
+        if self.host_from_image:
+            frame.image()  # Frame.resized then scales the converted frame with cv2.resize
+        box = Letterbox.fit((frame.width, frame.height), (w, h), self.letterbox, self.letterbox_align)
         fmt = "rgb24" if self.input_spec.host_color == "RGB" else "bgr24"
         inner = frame.resized(box.inner[0], box.inner[1], fmt)
         if box.inner == (w, h):
@@ -83,6 +95,10 @@ class Letterbox:
 
     Source (w, h) is scaled by ``scale`` and placed at (pad_x, pad_y) inside
     the model input; ``inner`` is the (width, height) of the scaled image.
+    A letterbox keeps the aspect ratio: the scaled size is the source size times
+    ``min(dst / src)`` rounded to whole pixels, placed in the centre (padding split
+    with the odd pixel at the bottom/right, as Ultralytics and model_api do) or at
+    the top-left corner (YOLOX, model_api's ``fit_to_window``).
     """
 
     scale_x: float
@@ -92,13 +108,18 @@ class Letterbox:
     inner: tuple[int, int]
 
     @classmethod
-    def fit(cls, src_wh: tuple[int, int], dst_wh: tuple[int, int], keep_aspect: bool) -> "Letterbox":
+    def fit(cls, src_wh: tuple[int, int], dst_wh: tuple[int, int], keep_aspect: bool,
+            align: str = "center") -> "Letterbox":
         sw, sh = src_wh
         dw, dh = dst_wh
         if not keep_aspect:
             return cls(dw / sw, dh / sh, 0, 0, (dw, dh))
+        if align not in ("center", "top_left"):
+            raise ValueError(f"unknown letterbox alignment {align!r}; valid: center, top_left")
         s = min(dw / sw, dh / sh)
         iw, ih = max(1, min(dw, round(sw * s))), max(1, min(dh, round(sh * s)))
+        if align == "top_left":
+            return cls(iw / sw, ih / sh, 0, 0, (iw, ih))
         return cls(iw / sw, ih / sh, (dw - iw) // 2, (dh - ih) // 2, (iw, ih))
 
     def to_source(self, points: np.ndarray) -> np.ndarray:
@@ -117,7 +138,7 @@ class Letterbox:
         xyxy[:, [1, 3]] = xyxy[:, [1, 3]].clip(0, h)
         kps = [None if k is None else self.to_source(k) for k in dets.keypoints]
         return Detections(xyxy=xyxy, score=dets.score, label=dets.label, track_id=dets.track_id,
-                          keypoints=kps, attributes=dets.attributes)
+                          keypoints=kps, attributes=dets.attributes, class_id=dets.class_id)
 
 
 class RoiAdapter:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["iou_matrix", "nms", "weighted_nms", "WeightedResult"]
+__all__ = ["iou_matrix", "nms", "weighted_nms", "WeightedResult", "batched_nms"]
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -105,3 +105,39 @@ def weighted_nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
         keypoints=None if kps is None else np.asarray(out_kps, np.float32).reshape(-1, k, 2),
         index=idx,
     )
+
+
+def batched_nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float,
+                agnostic: bool = False, max_out: int | None = None, max_candidates: int = 30000) -> np.ndarray:
+    """Greedy NMS per class (or across classes with ``agnostic``), as Ultralytics and
+    torchvision do it: candidates sorted by score (at most ``max_candidates``), a box is
+    dropped when its IoU with a kept box of the same class is greater than ``iou_threshold``.
+    Returns indices (int64) of kept boxes, highest score first, at most ``max_out``.
+
+    Memory stays O(N): each kept box is compared with the remaining ones only.
+    """
+    scores = np.asarray(scores, np.float32).reshape(-1)
+    order = np.argsort(-scores, kind="stable")[:max_candidates]
+    if len(order) == 0:
+        return np.zeros((0,), np.int64)
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)[order]
+    if not agnostic:  # shift each class far away from the others
+        span = max(float(np.abs(b).max()), 1.0) * 2.0 + 1.0
+        b = b + (np.asarray(class_ids, np.float64).reshape(-1)[order] * span)[:, None]
+    x1, y1, x2, y2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    area = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    alive = np.arange(len(order))
+    keep: list[int] = []
+    while len(alive):
+        i = alive[0]
+        keep.append(int(i))
+        if max_out is not None and len(keep) >= max_out:
+            break
+        rest = alive[1:]
+        iw = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
+        ih = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
+        inter = iw * ih
+        union = area[i] + area[rest] - inter
+        iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        alive = rest[iou <= iou_threshold]
+    return order[np.asarray(keep, np.int64)]

@@ -1,6 +1,6 @@
 """Helpers for the fault tests: running the real CLI in a subprocess, damaging
-shared clips, reading the outputs back, and a user stage that records its
-lifecycle (to see the ``restart`` error policy close and reopen it)."""
+clips, reading the outputs back, and a user stage that records its lifecycle (to
+see the ``restart`` error policy close and reopen it)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from pydantic import Field
 from pipeline.testing import Fail
 from tests.cli import ROOT, cli_env, one_error_line, succeeded  # noqa: F401 - re-exported
 from tests.cli import vapipe as run_cli
+from tests.media import CLIP
 
-#: 768x432, 12.5 fps, 377 frames, H.264; the 'moov' box is before 'mdat' (fast start)
-CAR_CLIP = "car-detection.mp4"
-CAR_FRAMES = 377
-#: 640x360, H.264; 'moov' is after 'mdat', so a cut file has no index
-BOTTLE_CLIP = "bottle-detection.mp4"
-#: 480x270 GIF with two faces in every frame
-HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"
+#: synthetic H.264 clip (tests/media.py); the 'moov' box is before 'mdat' (fast start)
+INDEXED = CLIP
+#: the same with 'moov' after 'mdat', so a cut file has no index
+INDEX_AT_END = CLIP.with_(faststart=False)
 
 #: no run of the CLI may take longer than this (a hang is a failure, not a stuck test run)
 TIMEOUT_S = 60.0

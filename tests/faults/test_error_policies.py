@@ -1,7 +1,7 @@
 """``on_error: skip | restart | stop`` through the real command line.
 
 A user stage (:class:`pipeline.testing.Fail`) raises on every 10th frame of a
-real clip, in a pipeline file given with ``--config`` that also encodes an MP4
+synthetic clip, in a pipeline file given with ``--config`` that also encodes an MP4
 and writes JSON Lines:
 
 * skip: the failing frames are dropped and counted, the run ends with exit 0;
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import (CAR_CLIP, cli_env, copy_clip, one_error_line, read_jsonl, succeeded, summary, vapipe,
+from .helpers import (INDEXED, cli_env, copy_clip, one_error_line, read_jsonl, succeeded, summary, vapipe,
                       video_frames)
 
 FRAMES = 95  # --max-frames: 9 failures (seq 9, 19, ..., 89)
@@ -49,8 +49,8 @@ def env(models_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def clip(tmp_path_factory: pytest.TempPathFactory, videos_dir: Path) -> Path:
-    return copy_clip(videos_dir / CAR_CLIP, tmp_path_factory.mktemp("clip") / "cam1.mp4")
+def clip(tmp_path_factory: pytest.TempPathFactory, make_clip) -> Path:
+    return copy_clip(make_clip(INDEXED), tmp_path_factory.mktemp("clip") / "cam1.mp4")
 
 
 def write_config(tmp_path: Path, policy: str, stage: str = "pipeline.testing:Fail",
@@ -75,7 +75,7 @@ def check_outputs(out: Path, seqs: list[int]) -> None:
     assert [r["seq"] for r in records] == seqs
     frames = video_frames(out / "cam1.mp4")
     assert len(frames) == len(records)
-    assert (frames[-1].width, frames[-1].height) == (768, 432)
+    assert (frames[-1].width, frames[-1].height) == (INDEXED.width, INDEXED.height)
     pts = [f.pts for f in frames]
     assert pts == sorted(pts) and len(set(pts)) == len(pts)
     # the last frame in the file is the last record's frame (same source time since the first)

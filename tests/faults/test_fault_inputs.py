@@ -26,8 +26,9 @@ import pytest
 
 from stages.sources.base import SourceError
 from stages.sources.video import VideoReader
+from tests.media import write_images
 
-from .helpers import (CAR_CLIP, CAR_FRAMES, BOTTLE_CLIP, HEAD_POSE_GIF, cli_env, copy_clip, corrupted_copy,
+from .helpers import (INDEX_AT_END, INDEXED, cli_env, copy_clip, corrupted_copy,
                       one_error_line, read_jsonl, succeeded, summary, truncated_copy, vapipe, video_frames)
 
 
@@ -37,17 +38,10 @@ def env(models_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def image_folder(tmp_path_factory: pytest.TempPathFactory, videos_dir: Path) -> Path:
-    """The first five frames of the car clip as JPEG files."""
-    import av
-    import cv2
-
+def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first five pictures of the synthetic clip as JPEG files."""
     folder = tmp_path_factory.mktemp("images")
-    with av.open(str(videos_dir / CAR_CLIP)) as container:
-        for i, frame in enumerate(container.decode(video=0)):
-            if i == 5:
-                break
-            cv2.imwrite(str(folder / f"frame_{i:03d}.jpg"), frame.to_ndarray(format="bgr24"))
+    write_images(folder, INDEXED, 5)
     return folder
 
 
@@ -61,15 +55,15 @@ def with_bad_image(good: Path, dst: Path, name: str, data: bytes) -> Path:
 
 
 # videos ---------------------------------------------------------------------------------------
-def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path, videos_dir: Path) -> None:
-    clip = truncated_copy(videos_dir / CAR_CLIP, tmp_path / "cut.mp4", 0.6)
+def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path, make_clip) -> None:
+    clip = truncated_copy(make_clip(INDEXED), tmp_path / "cut.mp4", 0.6)
     out = tmp_path / "out"
     proc = succeeded(vapipe(env, "run", "faces", "--source", clip, "--output", out, "--json", "--no-progress"))
     assert proc.stderr == ""  # no traceback, no noise from the decoders
     src = summary(proc)["sources"][0]
     assert summary(proc)["error"] is None and src["error"] is None
     # 60 % of the bytes hold a bit more than half of the frames (the index is at the start)
-    assert 0.45 * CAR_FRAMES < src["frames"] < 0.65 * CAR_FRAMES, src
+    assert 0.45 * INDEXED.frames < src["frames"] < 0.65 * INDEXED.frames, src
     assert src["frames"] == src["decoded"]
     records = read_jsonl(out / "cut.jsonl")
     assert [r["seq"] for r in records] == list(range(src["frames"]))
@@ -81,14 +75,14 @@ def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path,
     assert span_mp4 == pytest.approx(span_jsonl, abs=0.05)
 
 
-def test_truncated_mp4_without_its_index_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
-    clip = truncated_copy(videos_dir / BOTTLE_CLIP, tmp_path / "no-index.mp4", 0.6)
+def test_truncated_mp4_without_its_index_is_one_line(env, tmp_path: Path, make_clip) -> None:
+    clip = truncated_copy(make_clip(INDEX_AT_END), tmp_path / "no-index.mp4", 0.6)
     line = one_error_line(vapipe(env, "run", "persons", "--source", clip, "--output", tmp_path / "out"))
     assert str(clip) in line
 
 
-def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, videos_dir: Path) -> None:
-    clip = corrupted_copy(videos_dir / CAR_CLIP, tmp_path / "damaged.mp4", at=0.5, nbytes=4096, seed=1234)
+def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, make_clip) -> None:
+    clip = corrupted_copy(make_clip(INDEXED), tmp_path / "damaged.mp4", at=0.5, nbytes=4096, seed=1234)
     out = tmp_path / "out"
     proc = succeeded(vapipe(env, "run", "persons", "--source", clip, "--output", out, "--json", "--no-progress"))
     assert proc.stderr == ""  # no traceback, no noise from the decoders
@@ -96,10 +90,10 @@ def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, vid
     assert src["error"] is None
     assert src["decode_errors"] >= 1, src
     records = read_jsonl(out / "damaged.jsonl")
-    assert len(records) == src["frames"] >= CAR_FRAMES - 10
+    assert len(records) == src["frames"] >= INDEXED.frames - 10
     seqs = [r["seq"] for r in records]
-    assert seqs == sorted(seqs) and seqs[-1] >= CAR_FRAMES - 10  # frames after the damage were processed
-    assert records[-1]["pts_time"] > 0.9 * records[-1]["seq"] / 12.5
+    assert seqs == sorted(seqs) and seqs[-1] >= INDEXED.frames - 10  # frames after the damage were processed
+    assert records[-1]["pts_time"] > 0.9 * records[-1]["seq"] / INDEXED.fps
 
 
 def test_text_file_named_mp4_is_one_line(env, tmp_path: Path) -> None:
@@ -130,8 +124,8 @@ def test_missing_file_is_one_line(env, tmp_path: Path) -> None:
     assert str(missing) in line and "not found" in line
 
 
-def test_missing_file_next_to_a_good_one_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
-    good = copy_clip(videos_dir / CAR_CLIP, tmp_path / "good.mp4")
+def test_missing_file_next_to_a_good_one_is_one_line(env, tmp_path: Path, make_clip) -> None:
+    good = copy_clip(make_clip(INDEXED), tmp_path / "good.mp4")
     missing = tmp_path / "missing.mp4"
     line = one_error_line(vapipe(env, "run", "persons", "--source", good, "--source", missing,
                                  "--output", tmp_path / "out", "--max-frames", "5"))
@@ -149,7 +143,7 @@ def test_corrupt_image_in_a_folder_is_a_counted_skip(env, tmp_path: Path, image_
     assert src["decode_errors"] == 1 and src["frames"] == 5 and src["error"] is None, src
     records = read_jsonl(out / "shots.jsonl")
     assert [r["seq"] for r in records] == list(range(5))
-    assert all((r["width"], r["height"]) == (768, 432) for r in records)
+    assert all((r["width"], r["height"]) == (INDEXED.width, INDEXED.height) for r in records)
 
 
 def test_truncated_jpeg_in_a_folder_is_a_quiet_counted_skip(env, tmp_path: Path, image_folder: Path) -> None:
@@ -201,10 +195,12 @@ def test_detector_decoder_on_a_detector_with_other_outputs_is_one_line(env, tmp_
     assert "'face_detect'" in line
 
 
-def test_region_decoder_on_a_detector_is_one_line(env, tmp_path: Path, videos_dir: Path) -> None:
-    """The face-mesh decoder on the pose detector (it only runs once a face was found)."""
-    line = one_error_line(vapipe(env, "run", "faces", "--source", videos_dir / HEAD_POSE_GIF, "--output",
+def test_region_decoder_on_a_detector_is_one_line(env, tmp_path: Path, clip: Path) -> None:
+    """The face-mesh decoder on the pose detector.  It only runs once a face was found:
+    with a score threshold of 0 the face detector reports boxes on any picture."""
+    line = one_error_line(vapipe(env, "run", "faces", "--source", clip, "--output",
                                  tmp_path / "out", "--max-frames", "10",
+                                 "--set", "face_detect.options={score_threshold: 0.0}",
                                  "--set", "landmarks.model=mediapipe/pose_detection"))
     assert "pose_detection.tflite" in line and "expected outputs of 1404 and 1 values" in line
     assert "'landmarks'" in line

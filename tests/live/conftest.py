@@ -9,6 +9,9 @@ started by a test is killed at teardown.
 
 The fake camera is tests/live/fake_v4l2.c, built with gcc once per session and preloaded
 into the vapipe subprocess (tests that need it are skipped without gcc).
+
+Servers and cameras send the session's synthetic clip (``clip``, tests/media.py);
+only the tests that look for people or faces in the pictures use the shared clips.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from .helpers import (
-    CLIP,
     FACE_CLIP,
+    PERSON_CLIP,
     SYSTEM_PYTHON,
     FakeCamera,
     HttpServer,
@@ -53,17 +56,17 @@ def servers() -> Iterator[list[Server]]:
 
 
 @pytest.fixture
-def clip(videos_dir: Path) -> Path:
-    path = videos_dir / CLIP
-    if not path.is_file():
-        pytest.skip(f"clip {path} not found")
-    return path
+def rtsp_server(gst_rtsp: str, clip: Path, servers: list[Server]) -> Server:
+    """A started RTSP server looping the synthetic clip in real time at rtsp://127.0.0.1:PORT/cam."""
+    server = Server(gst_rtsp, "serve", free_port(), "/cam", clip)
+    servers.append(server)
+    return server.start()
 
 
 @pytest.fixture
-def rtsp_server(gst_rtsp: str, clip: Path, servers: list[Server]) -> Server:
-    """A started RTSP server looping the clip in real time at rtsp://127.0.0.1:PORT/cam."""
-    server = Server(gst_rtsp, "serve", free_port(), "/cam", clip)
+def person_rtsp_server(gst_rtsp: str, videos_dir: Path, servers: list[Server]) -> Server:
+    """The same, looping the shared clip of people walking into view."""
+    server = Server(gst_rtsp, "serve", free_port(), "/cam", videos_dir / PERSON_CLIP)
     servers.append(server)
     return server.start()
 
@@ -114,23 +117,44 @@ def fake_v4l2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_fake_v4l2(gcc, tmp_path_factory.mktemp("fake_v4l2"))
 
 
+CameraFrames = tuple[Path, tuple[int, int], int]
+
+
 @pytest.fixture(scope="session")
-def camera_frames(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[int, int], int]:
-    """(raw YUYV file, (width, height), frames) made from the faces clip."""
-    clip = videos_dir / FACE_CLIP
-    if not clip.is_file():
-        pytest.skip(f"clip {clip} not found")
+def camera_frames(clip: Path, tmp_path_factory: pytest.TempPathFactory) -> CameraFrames:
+    """(raw YUYV file, (width, height), frames) made from the synthetic clip."""
     path = tmp_path_factory.mktemp("camera") / "frames.yuyv"
     width, height, n = write_yuyv(clip, path)
     return path, (width, height), n
 
 
-@pytest.fixture
-def fake_camera(fake_v4l2: Path, camera_frames, tmp_path: Path) -> Callable[..., FakeCamera]:
-    """fake_camera(device="/dev/video42", fps=15) -> a plugged-in FakeCamera looping the faces clip."""
-    frames, size, _ = camera_frames
+@pytest.fixture(scope="session")
+def face_camera_frames(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> CameraFrames:
+    """The same made from the shared faces clip (two faces in every frame)."""
+    clip = videos_dir / FACE_CLIP
+    if not clip.is_file():
+        pytest.skip(f"clip {clip} not found")
+    path = tmp_path_factory.mktemp("face_camera") / "frames.yuyv"
+    width, height, n = write_yuyv(clip, path)
+    return path, (width, height), n
+
+
+def _cameras(library: Path, camera: CameraFrames, folder: Path) -> Callable[..., FakeCamera]:
+    frames, size, _ = camera
 
     def make(device: str = "/dev/video42", fps: float = 15) -> FakeCamera:
-        return FakeCamera(fake_v4l2, frames, size, device, fps, tmp_path / f"{Path(device).name}.plugged")
+        return FakeCamera(library, frames, size, device, fps, folder / f"{Path(device).name}.plugged")
 
     return make
+
+
+@pytest.fixture
+def fake_camera(fake_v4l2: Path, camera_frames: CameraFrames, tmp_path: Path) -> Callable[..., FakeCamera]:
+    """fake_camera(device="/dev/video42", fps=15) -> a plugged-in FakeCamera looping the synthetic clip."""
+    return _cameras(fake_v4l2, camera_frames, tmp_path)
+
+
+@pytest.fixture
+def face_camera(fake_v4l2: Path, face_camera_frames: CameraFrames, tmp_path: Path) -> Callable[..., FakeCamera]:
+    """face_camera(device="/dev/video42", fps=15) -> a plugged-in FakeCamera looping the faces clip."""
+    return _cameras(fake_v4l2, face_camera_frames, tmp_path)

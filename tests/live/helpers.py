@@ -19,7 +19,7 @@ HTTP_SERVER = HERE / "http_server.py"
 SYSTEM_PYTHON = os.environ.get("VAPIPE_GST_PYTHON", "/usr/bin/python3")
 DEBIAN_PACKAGES = ["python3-gi", "gir1.2-gst-rtsp-server-1.0", "gstreamer1.0-plugins-base",
                    "gstreamer1.0-plugins-good", "gstreamer1.0-plugins-bad"]
-CLIP = "one-by-one-person-detection.mp4"  # 768x432 H.264, 10 fps, IDR every second
+PERSON_CLIP = "one-by-one-person-detection.mp4"  # shared: 768x432 H.264, 10 fps, people from frame ~62
 
 _PROBE = ("import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstRtspServer', '1.0'); "
           "from gi.repository import Gst, GstRtspServer; Gst.init(None); "

@@ -2,7 +2,8 @@
 
 The HTTP servers are tests/live/http_server.py subprocesses (plain ``http.server``) on
 free ports of 127.0.0.1, killed at teardown; every run is a subprocess with a hard
-timeout.  The clip is 768x432, 10 fps.
+timeout.  The clip is the session's synthetic clip (tests/media.py: 10 fps, a keyframe
+every second).
 
 What these tests pin down:
 
@@ -32,6 +33,8 @@ from typing import Callable
 
 import pytest
 
+from tests.media import CLIP
+
 from .helpers import (
     HttpServer,
     Server,
@@ -45,7 +48,7 @@ from .helpers import (
     wait_for,
 )
 
-WIDTH, HEIGHT = 768, 432
+WIDTH, HEIGHT = CLIP.width, CLIP.height
 HLS_FRAMES = 80  # 8 s of the clip: 4 segments of 2 s
 
 CONFIG = """\

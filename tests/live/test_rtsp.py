@@ -1,8 +1,9 @@
 """Live sources end to end: the ``vapipe`` CLI against test RTSP servers on 127.0.0.1.
 
 Every run is a subprocess with a hard timeout; every server is killed at teardown.
-The real server (tests/live/rtsp_server.py, GStreamer) loops a 10 fps 768x432
-H.264 clip in real time; the stall servers are plain Python.
+The real server (tests/live/rtsp_server.py, GStreamer) loops the synthetic 10 fps
+H.264 clip (tests/media.py) in real time, or the shared clip of people where the
+test looks for them; the stall servers are plain Python.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.media import CLIP
 
 from .helpers import (
     Server,
@@ -27,7 +30,7 @@ from .helpers import (
     wait_for,
 )
 
-CLIP_FPS = 10.0
+CLIP_FPS = float(CLIP.fps)
 
 # decode -> metadata, and decode -> slow user stage -> metadata (no models needed)
 CONFIG = """\
@@ -102,13 +105,26 @@ def test_rtsp_max_frames(rtsp_server: Server, tmp_path: Path) -> None:
     proc = vapipe("run", "persons", "--source", rtsp_server.url, "--max-frames", "100", "--output", str(out),
                   "--json", "--no-progress", timeout=90)
     assert proc.returncode == 0, proc.stderr
-    src = source_stats(json_summary(proc), "cam")
+    summary = json_summary(proc)
+    src = source_stats(summary, "cam")
     assert src["frames"] == 100, src
     assert src["events"].get("connecting") == 1 and src["events"].get("streaming") == 1, src
+    assert summary["stages"]["person_detect"]["count"] == 100, summary["stages"]
     frames, events = read_jsonl(out / "cam.jsonl")
     assert len(frames) == 100
     assert event_states(events) == ["connecting", "streaming"]
-    assert (frames[0]["width"], frames[0]["height"]) == (768, 432)
+    assert (frames[0]["width"], frames[0]["height"]) == (CLIP.width, CLIP.height)
+
+
+def test_rtsp_frames_reach_the_detector(person_rtsp_server: Server, tmp_path: Path) -> None:
+    """The shared clip of people over RTSP: the person detector finds them in the frames
+    that arrive (the pictures come through intact, not only the frame count)."""
+    out = tmp_path / "out"
+    proc = vapipe("run", "persons", "--source", person_rtsp_server.url, "--max-frames", "100", "--output",
+                  str(out), "--json", "--no-progress", timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    frames, _ = read_jsonl(out / "cam.jsonl")
+    assert len(frames) == 100 and (frames[0]["width"], frames[0]["height"]) == (768, 432)
     assert any(f["objects"] for f in frames), "the clip shows a person; nothing was detected"
 
 

@@ -4,7 +4,8 @@
 The camera is tests/live/fake_v4l2.c, preloaded (LD_PRELOAD) into the vapipe subprocess:
 it makes /dev/video42 a V4L2 capture device in that process (QUERYCAP, formats, frame
 rate, mmap buffers, QBUF/DQBUF at the camera's frame rate with monotonic capture
-timestamps), sending the faces clip as raw YUYV 4:2:2 at 480x270, 15 fps, in a loop.
+timestamps), sending a clip as raw YUYV 4:2:2 at 15 fps, in a loop: the synthetic clip
+(tests/media.py), or the shared faces clip (480x270) where the test looks for faces.
 Removing its marker file unplugs it (DQBUF fails with ENODEV, the path no longer
 opens); creating the file again plugs in a camera again.  Every run is a subprocess
 with a hard timeout.
@@ -32,7 +33,7 @@ from .helpers import (
 )
 
 FPS = 15.0
-FACES_PER_FRAME = 2  # the clip shows two people facing the camera throughout
+FACES_PER_FRAME = 2  # the faces clip shows two people facing the camera throughout
 
 CONFIG = """\
 pipelines:
@@ -48,23 +49,28 @@ def _steps(times: list[float], period: float) -> list[float]:
     return [(b - a) / period for a, b in itertools.pairwise(times)]
 
 
-def test_v4l2_camera_faces(fake_camera, tmp_path: Path) -> None:
-    """`vapipe run faces --source /dev/video42 --max-frames 45 --json`: 45 frames of the
-    camera's size through face detection and landmarks, delivered at the camera's rate
-    (15 fps, timestamps from the camera), two faces found in (nearly) every frame."""
-    cam: FakeCamera = fake_camera(fps=FPS)
-    n = 45
+def _run_camera(cam: FakeCamera, n: int, tmp_path: Path) -> tuple[dict, dict, list[dict], list[dict]]:
+    """`vapipe run faces --source /dev/video42 --max-frames N --json`: (summary, source stats,
+    frame records, event records)."""
     out = tmp_path / "out"
     proc = vapipe("run", "faces", "--source", cam.device, "--max-frames", str(n), "--output", str(out),
                   "--json", "--no-progress", timeout=60, env=cam.env())
     assert proc.returncode == 0, proc.stderr
     summary = json_summary(proc)
-    src = source_stats(summary, cam.name)
     frames, events = read_jsonl(out / f"{cam.name}.jsonl")
-    faces = [sum(o["label"] == "face" for o in f["objects"]) for f in frames]
+    assert (out / f"{cam.name}.mp4").stat().st_size > 0
+    return summary, source_stats(summary, cam.name), frames, events
+
+
+def test_v4l2_camera_is_read_at_its_rate(fake_camera, tmp_path: Path) -> None:
+    """45 frames of the camera's size through face detection and landmarks, delivered at
+    the camera's rate (15 fps, timestamps from the camera)."""
+    cam: FakeCamera = fake_camera(fps=FPS)
+    n = 45
+    summary, src, frames, events = _run_camera(cam, n, tmp_path)
     steps = _steps([f["pts_time"] for f in frames], 1 / FPS)
     print(f"\nframes {src['frames']} dropped {src['dropped']} fps {src['fps']} wall {summary['wall_s']} s; "
-          f"faces {sum(faces)} in {len(frames)} frames; pts steps {sorted({round(s, 3) for s in steps})}")
+          f"pts steps {sorted({round(s, 3) for s in steps})}")
     assert src["frames"] == n and len(frames) == n and src["error"] is None, src
     assert src["events"] == {"connecting": 1, "streaming": 1} and src["decode_errors"] == 0, src
     assert event_states(events) == ["connecting", "streaming"]
@@ -76,8 +82,18 @@ def test_v4l2_camera_faces(fake_camera, tmp_path: Path) -> None:
     # capture timestamps one frame period apart (a skipped capture would be a whole multiple)
     assert all(abs(s - round(s)) < 0.01 and round(s) >= 1 for s in steps), steps
     assert sum(round(s) == 1 for s in steps) >= 0.9 * len(steps), steps
+
+
+def test_v4l2_camera_faces(face_camera, tmp_path: Path) -> None:
+    """The shared faces clip from the camera: two faces found in (nearly) every frame."""
+    cam: FakeCamera = face_camera(fps=FPS)
+    n = 45
+    _, src, frames, _ = _run_camera(cam, n, tmp_path)
+    faces = [sum(o["label"] == "face" for o in f["objects"]) for f in frames]
+    print(f"\nfaces {sum(faces)} in {len(frames)} frames")
+    assert src["frames"] == n and len(frames) == n and src["error"] is None, src
+    assert {(f["width"], f["height"]) for f in frames} == {cam.size}
     assert max(faces) <= FACES_PER_FRAME and sum(faces) >= 0.9 * FACES_PER_FRAME * n, faces
-    assert (out / f"{cam.name}.mp4").stat().st_size > 0
 
 
 def test_v4l2_camera_unplugged_and_replugged(fake_camera, config: Path, tmp_path: Path) -> None:

@@ -18,12 +18,13 @@ import yaml
 
 from tests.cli import ROOT, one_error_line, vapipe
 from tests.cli import cli_env as make_env
+from tests.media import CLIP
 
 BUILTIN_TYPES = ("classify", "decode", "detect", "encode", "metadata")
 RECORD_KEYS = {"source", "seq", "pts_time", "width", "height", "objects"}
 OBJECT_KEYS = {"label", "score", "box", "track_id", "attributes"}
 
-PERSON_CLIP = "one-by-one-person-detection.mp4"     # 768x432, 10 fps, 1394 frames
+# shared clips, for the tests that look for people and faces in the pictures
 WALKING_GIF = "face-demographics-walking.gif"       # 480x270, 12.5 fps, 35 frames
 HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 480x270, 12.5 fps, 56 frames
 
@@ -125,8 +126,8 @@ def test_unknown_stage_type_names_file_line_and_valid_types(cli_env, tmp_path: P
         assert valid in line, f"{valid!r} missing from: {line}"
 
 
-def test_unknown_parameter_from_set_names_it_and_the_valid_ones(cli_env, tmp_path: Path, videos_dir: Path) -> None:
-    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+def test_unknown_parameter_from_set_names_it_and_the_valid_ones(cli_env, tmp_path: Path, clip: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip,
                                  "--set", "person_detect.treshold=0.5", "--output", tmp_path / "out"))
     assert "'treshold'" in line
     assert "person_detect" in line
@@ -154,21 +155,21 @@ pipelines:
     assert "include_landmarks" in line.split("valid:", 1)[1]
 
 
-def test_missing_model_file_is_named(cli_env, tmp_path: Path, videos_dir: Path) -> None:
-    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP,
+def test_missing_model_file_is_named(cli_env, tmp_path: Path, clip: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip,
                                  "--set", "person_detect.model=/no/model.tflite", "--output", tmp_path / "out"))
     assert "/no/model.tflite" in line
     assert "not found" in line
 
 
 @pytest.mark.parametrize("command", ["run", "validate"])
-def test_catalogue_model_missing_from_models_dir_suggests_pull(cli_env, tmp_path: Path, videos_dir: Path,
+def test_catalogue_model_missing_from_models_dir_suggests_pull(cli_env, tmp_path: Path, clip: Path,
                                                                command: str) -> None:
     empty = tmp_path / "models"
     empty.mkdir()
     env = {**cli_env, "VAPIPE_MODELS_DIR": str(empty)}
     if command == "run":
-        args, model = ["persons", "--source", videos_dir / PERSON_CLIP, "--output", tmp_path / "out"], "pose_detection"
+        args, model = ["persons", "--source", clip, "--output", tmp_path / "out"], "pose_detection"
     else:  # the first pipeline of pipelines.yaml, faces, fails on its first model
         args, model = [], "face_detection_short_range"
     line = one_error_line(vapipe(env, command, *args))
@@ -182,7 +183,9 @@ def test_list_prints_every_pipeline_with_its_description(cli_env) -> None:
     proc = ok(vapipe(cli_env, "list"))
     expected = yaml.safe_load((ROOT / "pipelines.yaml").read_text(encoding="utf-8"))["pipelines"]
     assert {"faces", "ocr", "persons"} <= expected.keys()
-    lines = proc.stdout.splitlines()
+    header, *lines = proc.stdout.splitlines()
+    # the file it read comes first (the tests run in the repository: ./pipelines.yaml)
+    assert header == f"# from {ROOT / 'pipelines.yaml'} (current directory)", header
     assert len(lines) == len(expected)
     for name, body in expected.items():
         row = [ln for ln in lines if ln.split()[0] == name]
@@ -229,43 +232,46 @@ def test_validate_default_file_prints_ok(cli_env) -> None:
 
 
 # runs -------------------------------------------------------------------------------------
-def test_run_persons_json_summary_and_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+def test_run_persons_json_summary_and_jsonl(cli_env, tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out"
-    proc = ok(vapipe(cli_env, "run", "persons", "--source", videos_dir / PERSON_CLIP, "--max-frames", "30",
+    proc = ok(vapipe(cli_env, "run", "persons", "--source", clip, "--max-frames", "30",
                      "--json", "--output", out))
     summary = json.loads(proc.stdout)  # stdout is the JSON document and nothing else
     assert summary["pipeline"] == "persons"
     assert summary["error"] is None
     assert summary["stopped_by_signal"] is False
     src = summary["sources"][0]
-    assert src["source"] == "one-by-one-person-detection"
+    assert src["source"] == clip.stem
     assert src["frames"] == 30
     assert src["fps"] > 0
     det = summary["stages"]["person_detect"]
     assert det["count"] == 30
     assert det["mean_ms"] > 0 and det["p95_ms"] >= det["p50_ms"] > 0
 
-    jsonl = out / "one-by-one-person-detection.jsonl"
+    jsonl = out / f"{clip.stem}.jsonl"
     assert summary["outputs"] == [str(jsonl)]
     records = read_jsonl(jsonl)
     assert len(records) == 30
     for i, rec in enumerate(records):
-        check_record(rec, "one-by-one-person-detection", i, 768, 432)
+        check_record(rec, clip.stem, i, CLIP.width, CLIP.height)
     times = [r["pts_time"] for r in records]
     assert times[0] == pytest.approx(0.0)
-    assert times[-1] == pytest.approx(2.9)  # 10 fps
+    assert times[-1] == pytest.approx(29 / CLIP.fps)
     assert all(b > a for a, b in zip(times, times[1:]))
 
 
-def test_several_sources_in_one_run_get_their_own_outputs(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+SHORT_GIF = CLIP.with_(container="gif", width=320, height=240, frames=35)  # ends before --max-frames 40
+
+
+def test_several_sources_in_one_run_get_their_own_outputs(cli_env, tmp_path: Path, make_clip) -> None:
     out = tmp_path / "out"
-    clip, gif = videos_dir / PERSON_CLIP, videos_dir / WALKING_GIF
+    clip, gif = make_clip(CLIP, stem="cam"), make_clip(SHORT_GIF, stem="short")
     proc = ok(vapipe(cli_env, "run", "persons", "--source", clip, "--source", clip, "--source", gif,
                      "--max-frames", "40", "--json", "--output", out))
     summary = json.loads(proc.stdout)
-    expected = {"one-by-one-person-detection": (40, 768, 432),
-                "one-by-one-person-detection-2": (40, 768, 432),
-                "face-demographics-walking": (35, 480, 270)}  # the GIF ends before --max-frames
+    expected = {clip.stem: (40, CLIP.width, CLIP.height),
+                f"{clip.stem}-2": (40, CLIP.width, CLIP.height),
+                gif.stem: (35, SHORT_GIF.width, SHORT_GIF.height)}  # the GIF ends before --max-frames
     assert [s["source"] for s in summary["sources"]] == list(expected)
     assert [s["frames"] for s in summary["sources"]] == [n for n, _, _ in expected.values()]
     outputs = summary["outputs"]
@@ -280,36 +286,56 @@ def test_several_sources_in_one_run_get_their_own_outputs(cli_env, tmp_path: Pat
         per_source[name] = records
     # the same clip twice gives the same results, under both names
     strip = [[{k: v for k, v in r.items() if k != "source"} for r in per_source[n]]
-             for n in ("one-by-one-person-detection", "one-by-one-person-detection-2")]
+             for n in (clip.stem, f"{clip.stem}-2")]
     assert strip[0] == strip[1]
-    # people walk through the GIF: objects are written with the full schema
-    people = [o for r in per_source["face-demographics-walking"] for o in r["objects"]]
+
+
+def test_people_walking_through_a_gif_are_written_with_the_full_schema(cli_env, tmp_path: Path,
+                                                                       videos_dir: Path) -> None:
+    out = tmp_path / "out"
+    ok(vapipe(cli_env, "run", "persons", "--source", videos_dir / WALKING_GIF, "--json", "--output", out))
+    records = read_jsonl(out / "face-demographics-walking.jsonl")
+    assert len(records) == 35
+    people = [o for r in records for o in r["objects"]]
     assert len(people) >= 10
     assert {o["label"] for o in people} == {"person"}
     for obj in people:
         check_object(obj, 480, 270)
 
 
-def test_faces_on_gif_writes_mp4_matching_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
-    out = tmp_path / "async"
-    summary = json.loads(ok(vapipe(cli_env, "run", "faces", "--source", videos_dir / HEAD_POSE_GIF,
-                                   "--json", "--output", out)).stdout)
-    name = "head-pose-face-detection-female-and-male"
-    assert summary["sources"][0]["frames"] == 56
+def _faces_run(cli_env: dict[str, str], gif: Path, out: Path, frames_expected: int,
+               size: tuple[int, int]) -> list[dict]:
+    """``vapipe run faces`` on a GIF: the MP4 holds one frame per JSON Lines record, on the
+    source's clock (GIF frame delays) from 0; returns the records."""
+    summary = json.loads(ok(vapipe(cli_env, "run", "faces", "--source", gif, "--json", "--output", out)).stdout)
+    name = gif.stem
+    assert summary["sources"][0]["frames"] == frames_expected
     assert sorted(summary["outputs"]) == sorted([str(out / f"{name}.mp4"), str(out / f"{name}.jsonl")])
 
     frames = video_frames(out / f"{name}.mp4")
     records = read_jsonl(out / f"{name}.jsonl")
-    assert len(frames) == 56
+    assert len(frames) == frames_expected
     assert len(records) == len(frames)
-    assert (frames[0].width, frames[0].height) == (480, 270)
+    assert (frames[0].width, frames[0].height) == size
     times = [float(f.pts * f.time_base) for f in frames]
     assert all(b > a for a, b in zip(times, times[1:])), times
     for i, rec in enumerate(records):
-        check_record(rec, name, i, 480, 270)
+        check_record(rec, name, i, *size)
     # the file follows the source clock (GIF frame delays), starting at 0
     assert times == pytest.approx([r["pts_time"] - records[0]["pts_time"] for r in records], abs=0.006)
     assert times[-1] > 4.0  # 56 frames of 80-90 ms
+    return records
+
+
+def test_gif_source_writes_mp4_on_the_source_clock(cli_env, tmp_path: Path, make_clip) -> None:
+    spec = CLIP.with_(container="gif", width=480, height=270, frames=56, delays_cs=(8, 9, 9))
+    _faces_run(cli_env, make_clip(spec, stem="delays"), tmp_path / "out", 56, (480, 270))
+
+
+def test_faces_on_gif_writes_mp4_matching_jsonl(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+    out = tmp_path / "async"
+    name = "head-pose-face-detection-female-and-male"
+    records = _faces_run(cli_env, videos_dir / HEAD_POSE_GIF, out, 56, (480, 270))
     faces = [o for r in records for o in r["objects"]]
     assert len(faces) >= 56
     assert all(o["label"] == "face" and o["attributes"].get("landmarks") == 468 for o in faces)
@@ -327,7 +353,16 @@ def test_faces_on_gif_writes_mp4_matching_jsonl(cli_env, tmp_path: Path, videos_
     assert len(video_frames(sync_out / f"{name}.mp4")) == 56
 
 
-def _gif_frames(path: Path, count: int, size: tuple[int, int]) -> list:
+@pytest.fixture(params=["synthetic", "people"])
+def pictures(request: pytest.FixtureRequest) -> tuple[Path, int]:
+    """(video, fewest people the detector must find per picture taken from it): the
+    synthetic clip (nothing to find), or the shared GIF of a person walking."""
+    if request.param == "synthetic":
+        return request.getfixturevalue("clip"), 0
+    return request.getfixturevalue("videos_dir") / WALKING_GIF, 1
+
+
+def _frames(path: Path, count: int, size: tuple[int, int]) -> list:
     import av
     import cv2
 
@@ -341,12 +376,13 @@ def _gif_frames(path: Path, count: int, size: tuple[int, int]) -> list:
     return images
 
 
-def test_image_folder_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+def test_image_folder_source(cli_env, tmp_path: Path, pictures: tuple[Path, int]) -> None:
     import cv2
 
+    video, people = pictures
     folder = tmp_path / "shots"
     folder.mkdir()
-    for i, image in enumerate(_gif_frames(videos_dir / WALKING_GIF, 12, (320, 180))):
+    for i, image in enumerate(_frames(video, 12, (320, 180))):
         assert cv2.imwrite(str(folder / f"img_{i:03d}.png"), image)
     (folder / "notes.txt").write_text("not an image", encoding="utf-8")  # ignored
     out = tmp_path / "out"
@@ -358,17 +394,19 @@ def test_image_folder_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
     for i, rec in enumerate(records):
         check_record(rec, "shots", i, 320, 180)
         assert rec["pts_time"] == pytest.approx(i / 25)  # decode.fps default
-    assert sum(len(r["objects"]) for r in records) >= 3, "the walking person is found in the images"
+    # the walking person is found in the images
+    assert sum(len(r["objects"]) for r in records) >= 3 * people
 
 
-def test_avi_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+def test_avi_source(cli_env, tmp_path: Path, pictures: tuple[Path, int]) -> None:
     import av
 
+    video, people = pictures
     avi = tmp_path / "walk.avi"
     with av.open(str(avi), "w") as container:
         stream = container.add_stream("mpeg4", rate=Fraction(25, 2))
         stream.width, stream.height, stream.pix_fmt = 480, 270, "yuv420p"
-        for image in _gif_frames(videos_dir / WALKING_GIF, 10, (480, 270)):
+        for image in _frames(video, 10, (480, 270)):
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
         container.mux(stream.encode(None))
     assert len(video_frames(avi)) == 10
@@ -384,4 +422,4 @@ def test_avi_source(cli_env, tmp_path: Path, videos_dir: Path) -> None:
         check_record(rec, "walk", i, 480, 270)
     times = [r["pts_time"] for r in records]
     assert times[-1] - times[0] == pytest.approx(9 * 0.08, abs=1e-3)
-    assert sum(len(r["objects"]) for r in records) >= 2
+    assert sum(len(r["objects"]) for r in records) >= 2 * people

@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 
 from pipeline.frame import Frame
+from tests.media import frames_of
 
+# Camera video (shared folder): the agreement bounds below are for its soft chroma.  On
+# synthetic text with sharp colour edges the two ways differ by design (limited-range
+# crops carry chroma at half the output size; the reference converts with FFmpeg's own
+# chroma upsampling): p99 up to 28 levels was measured there.
 CLIP = "one-by-one-person-detection.mp4"  # H.264 yuv420p, limited range
 
 
@@ -70,9 +75,9 @@ def test_warped_matches_convert_then_warp(decoded, size, fmt: str, full_range: b
         assert mean < 2.0 and p99 <= 12, (mean, p99)
 
 
-def test_warped_outside_the_frame_is_black(decoded) -> None:
+def test_warped_outside_the_frame_is_black(clip: Path) -> None:
     m = np.array([[1.0, 0.0, -5000.0], [0.0, 1.0, 0.0]])  # everything maps off the output
-    out = _frame(decoded[0]).warped(m, 64, 32, "rgb24")
+    out = _frame(frames_of(clip, 1)[0]).warped(m, 64, 32, "rgb24")
     assert out.max() <= 1  # limited-range black (16) expands to 0
 
 

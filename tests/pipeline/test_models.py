@@ -164,9 +164,9 @@ def test_list_models_statuses(mdir: Path, fake_catalog: dict[str, bytes]) -> Non
     assert table.splitlines()[0].startswith("NAME") and "bad hash" in table and len(table.splitlines()) == 3
 
 
-def test_catalogue_matches_shared_models(models_dir: Path) -> None:
+def test_catalogue_matches_shared_models(shared_models_dir: Path) -> None:
     """The pinned hashes match the reference copies (conftest fixture; skips without them)."""
-    assert [r.status for r in models.list_models(models_dir)] == ["ok"] * len(model_catalog.MODELS)
+    assert [r.status for r in models.list_models(shared_models_dir)] == ["ok"] * len(model_catalog.MODELS)
 
 
 @pytest.mark.network

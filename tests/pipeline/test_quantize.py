@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench import compare_records
+from pipeline.records import compare_records
 from tests.cli import cli_env, one_error_line, succeeded, vapipe
 
 pytest.importorskip("nncf")
@@ -52,11 +52,10 @@ def test_int8_person_detector_keeps_boxes_and_runs(videos_dir: Path, models_dir:
 
 
 @pytest.mark.parametrize("case", ["no detect stage", "not a file", "unknown stage"])
-def test_quantize_errors_are_one_line(case: str, videos_dir: Path, models_dir: Path, tmp_path: Path) -> None:
+def test_quantize_errors_are_one_line(case: str, clip: Path, models_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "p.yaml"
     config.write_text("pipelines:\n  plain:\n    stages:\n      - {name: decode, type: decode}\n"
                       "      - {name: metadata, type: metadata}\n", encoding="utf-8")
-    clip = videos_dir / CLIP
     args = {"no detect stage": ["quantize", "plain", "--config", config, "--source", clip],
             "not a file": ["quantize", "persons", "--source", "rtsp://127.0.0.1:9/cam"],
             "unknown stage": ["quantize", "persons", "--source", clip, "--stage", "nope"]}[case]

@@ -138,7 +138,7 @@ def test_names_and_own_overrides_per_source(tmp_path: Path) -> None:
 
 
 def test_names_must_be_distinct(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="distinct source_ids"):
+    with pytest.raises(ValueError, match="distinct source ids"):
         _run(LINEAR, tmp_path, sources=["a", "b"], source_ids=["x", "x"])
 
 

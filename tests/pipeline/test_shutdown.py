@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.media import CLIP
+
 ROOT = Path(__file__).resolve().parents[2]
-HEAD_POSE_GIF = "head-pose-face-detection-female-and-male.gif"  # 56 frames, 480x270
-NAME = "head-pose-face-detection-female-and-male"
+SPEC = CLIP.with_(frames=40)  # a synthetic clip (the content does not matter here)
 START_DEADLINE_S = 90.0   # generous: model compilation on a loaded machine
 STOP_DEADLINE_S = 15.0
 
@@ -38,6 +39,11 @@ def cli_env(models_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["VAPIPE_MODELS_DIR"] = str(models_dir)
     return env
+
+
+@pytest.fixture(scope="module")
+def source(make_clip) -> Path:
+    return make_clip(SPEC)
 
 
 def _count_lines(path: Path) -> int:
@@ -66,11 +72,11 @@ def _records(path: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_stops_a_looping_run_cleanly(cli_env, tmp_path: Path, videos_dir: Path, signum: int) -> None:
+def test_signal_stops_a_looping_run_cleanly(cli_env, tmp_path: Path, source: Path, signum: int) -> None:
     out = tmp_path / "out"
-    jsonl, mp4 = out / f"{NAME}.jsonl", out / f"{NAME}.mp4"
+    jsonl, mp4 = out / f"{source.stem}.jsonl", out / f"{source.stem}.mp4"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "run", "faces", "--source", str(videos_dir / HEAD_POSE_GIF),
+        [sys.executable, "-m", "pipeline", "run", "faces", "--source", str(source),
          "--set", "decode.loop=true", "--output", str(out), "--json"],
         cwd=ROOT, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -131,13 +137,13 @@ pipelines:
 """
 
 
-def test_stage_failure_mid_run_keeps_a_playable_mp4(cli_env, tmp_path: Path, videos_dir: Path) -> None:
+def test_stage_failure_mid_run_keeps_a_playable_mp4(cli_env, tmp_path: Path, source: Path) -> None:
     cfg = tmp_path / "pipelines.yaml"
     cfg.write_text(FAILING, encoding="utf-8")
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "failing", "--config", str(cfg),
-         "--source", str(videos_dir / HEAD_POSE_GIF), "--output", str(out), "--no-progress"],
+         "--source", str(source), "--output", str(out), "--no-progress"],
         cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -147,8 +153,8 @@ def test_stage_failure_mid_run_keeps_a_playable_mp4(cli_env, tmp_path: Path, vid
     assert lines[0].startswith("vapipe: error: stage 'fail' "), lines[0]
     assert "planned failure on frame 19" in lines[0]
 
-    records = _records(out / f"{NAME}.jsonl")
-    frames = _decode_all(out / f"{NAME}.mp4")
+    records = _records(out / f"{source.stem}.jsonl")
+    frames = _decode_all(out / f"{source.stem}.mp4")
     assert [r["seq"] for r in records] == list(range(19))  # frames 0..18 got through
     assert len(frames) == 19
-    assert all(f.width == 480 and f.height == 270 for f in frames)
+    assert all((f.width, f.height) == (SPEC.width, SPEC.height) for f in frames)

@@ -123,10 +123,10 @@ def test_ort_session_options_share_the_planned_global_pool() -> None:
     assert per_session == "False" and sequential == "True"
 
 
-def test_run_summary_shows_the_plan(videos_dir: Path, tmp_path: Path) -> None:
+def test_run_summary_shows_the_plan(clip: Path, tmp_path: Path) -> None:
     from pipeline.runtime import RunOptions, run_pipeline
 
-    summary = run_pipeline(_graph("persons"), [str(videos_dir / "one-by-one-person-detection.mp4")],
+    summary = run_pipeline(_graph("persons"), [str(clip)],
                            RunOptions(output_dir=tmp_path, max_frames=3, cores=2, handle_signals=False))
     assert summary.error is None
     assert summary.threads is not None and summary.threads.startswith("threads: 2 cores")

@@ -66,10 +66,10 @@ def test_sync_trace_runs_decode_and_inference_one_after_the_other(tmp_path: Path
     assert not any(_overlaps(decode[n + 1], infer[n]) for n in range(39))
 
 
-def test_cli_writes_a_trace_file(videos_dir: Path, tmp_path: Path) -> None:
+def test_cli_writes_a_trace_file(clip: Path, tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
     res = subprocess.run([sys.executable, "-m", "pipeline", "run", "persons", "--source",
-                          str(videos_dir / "car-detection.mp4"), "--max-frames", "10", "--output", str(tmp_path),
+                          str(clip), "--max-frames", "10", "--output", str(tmp_path),
                           "--no-progress", "--trace", str(trace)], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr

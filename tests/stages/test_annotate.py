@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from pipeline.frame import Detections
-from stages.annotate import (BoxAnnotator, KeypointAnnotator, PALETTE, TextAnnotator, annotate_all,
-                             color_for)
+from stages.annotate import (AttributeAnnotator, BoxAnnotator, KeypointAnnotator, PALETTE, TextAnnotator,
+                             annotate_all, color_for)
 
 
 def blank(h: int = 240, w: int = 320) -> np.ndarray:
@@ -114,3 +114,20 @@ def test_annotate_all_empty_detections_leaves_image() -> None:
     img = np.full((50, 60, 3), 77, np.uint8)
     annotate_all(img, Detections())
     assert (img == 77).all()
+
+
+def test_attributes_drawn_under_the_box_one_line_each() -> None:
+    attrs = {"color": "red", "color_score": 0.931, "type": "car", "has_bag": True, "has_hat": False,
+             "age": 34.2, "top_color_point": [1.0, 2.0], "text": "ABC", "has_bag_score": 0.8}
+    ann = AttributeAnnotator()
+    assert ann.lines(attrs) == ["color: red 0.93", "type: car", "has_bag", "age: 34.2"]
+    img = blank(400, 320)
+    ann.annotate(img, one_box(attributes=[attrs]))
+    diff = changed(img, blank(400, 320))
+    ys, xs = np.nonzero(diff)
+    assert ys.min() > 180 and xs.min() >= 100  # under the box, from its left edge
+    rows = np.flatnonzero(diff.any(axis=1))
+    assert rows.max() - rows.min() > 4 * 15  # four caption lines, stacked
+    img = blank()
+    AttributeAnnotator().annotate(img, one_box(attributes=[{"has_hat": False, "text": "x"}]))
+    assert not changed(img, blank()).any()

@@ -9,13 +9,13 @@ from stages.decode import Decode
 from stages.detect import Detect
 from stages.models.nms import iou_matrix
 
-PERSON_CLIP = "one-by-one-person-detection.mp4"
+PERSON_CLIP = "one-by-one-person-detection.mp4"  # shared: people in view from frame ~62
 
 
-def _persons(videos_dir: Path, resize: str, n: int = 40, first: int = 80) -> tuple[list[np.ndarray], Detect]:
-    """Person boxes on frames first..first+n of the clip (people are in view from frame ~62)."""
+def _persons(video: Path, resize: str, n: int = 40, first: int = 80) -> tuple[list[np.ndarray], Detect]:
+    """Person boxes on frames first..first+n of ``video``."""
     boxes = []
-    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, \
+    with Decode(uri=str(video)) as src, \
             Detect(model="mediapipe/pose_detection", decoder="pose", resize=resize) as det:
         for i, frame in enumerate(src.frames()):
             if i >= first + n:
@@ -26,8 +26,8 @@ def _persons(videos_dir: Path, resize: str, n: int = 40, first: int = 80) -> tup
 
 
 def test_engine_resize_finds_the_same_people_as_host_resize(videos_dir: Path) -> None:
-    host, det_h = _persons(videos_dir, "host")
-    engine, det_e = _persons(videos_dir, "engine")
+    host, det_h = _persons(videos_dir / PERSON_CLIP, "host")
+    engine, det_e = _persons(videos_dir / PERSON_CLIP, "engine")
     assert [c[0] for c in det_h.choices.values()] == ["host"]
     assert [c[0] for c in det_e.choices.values()] == ["engine"]
     assert sum(1 for b in host if len(b)) >= 30
@@ -36,7 +36,7 @@ def test_engine_resize_finds_the_same_people_as_host_resize(videos_dir: Path) ->
     assert np.median(ious) >= 0.9
 
 
-def test_auto_resize_measures_both_paths_and_keeps_the_faster(videos_dir: Path) -> None:
+def test_auto_resize_measures_both_paths_and_keeps_the_faster(models_dir: Path) -> None:
     from stages.testsrc import TickerScene
     from pipeline.frame import Frame
 
@@ -49,13 +49,13 @@ def test_auto_resize_measures_both_paths_and_keeps_the_faster(videos_dir: Path) 
     assert len(out.detections) > 0
 
 
-def test_adapters_with_their_own_sampling_stay_on_the_host_in_auto_mode(videos_dir: Path) -> None:
-    _, det = _persons(videos_dir, "auto", n=2)
+def test_adapters_with_their_own_sampling_stay_on_the_host_in_auto_mode(clip: Path) -> None:
+    _, det = _persons(clip, "auto", n=2, first=0)
     assert [c[0] for c in det.choices.values()] == ["host"]
 
 
-def test_every_n_lets_frames_pass_without_inference_in_order(videos_dir: Path) -> None:
-    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, \
+def test_every_n_lets_frames_pass_without_inference_in_order(clip: Path) -> None:
+    with Decode(uri=str(clip)) as src, \
             Detect(model="mediapipe/pose_detection", decoder="pose", every=3) as det:
         frames = []
         for i, frame in enumerate(src.frames()):
@@ -69,5 +69,39 @@ def test_every_n_lets_frames_pass_without_inference_in_order(videos_dir: Path) -
 
 
 def test_unknown_decoder_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo'; valid: .*blazeface.*db_text.*pose"):
-        Detect(model="mediapipe/pose_detection", decoder="yolo").open()
+    with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
+                                         r"ssd.*yolo.*yolo_end2end.*yolov5.*yolox"):
+        Detect(model="mediapipe/pose_detection", decoder="yolo9").open()
+
+
+def test_model_driven_adapter_feeds_a_plain_openvino_model(videos_dir: Path, models_dir: Path) -> None:
+    """What benchmark baselines and ``vapipe quantize`` do with a detector: the adapter's
+    ``host_input`` (uint8, ``input_spec.host_color``), normalised on the host, a plain compiled
+    model, the adapter's ``decode`` and letterbox mapping; the same people as the stage."""
+    import openvino as ov
+
+    from pipeline.frame import Frame
+    from stages.detect import detector_adapter
+
+    model = models_dir / "yolo" / "yolo11n_int8_openvino_model"
+    params = Detect.Params(model=str(model))
+    adapter = detector_adapter(params)
+    compiled = ov.Core().compile_model(str(next(model.glob("*.xml"))), "CPU")
+    hw = tuple(compiled.input(0).get_shape())[2:]
+    spec = adapter.input_spec
+    stage_boxes, plain_boxes = [], []
+    with Decode(uri=str(videos_dir / PERSON_CLIP)) as src, Detect(params) as det:
+        for i, frame in enumerate(src.frames()):
+            if i >= 110:
+                break
+            if i < 90:
+                continue
+            image, box = adapter.host_input(Frame(frame.source_id, i, frame.width, frame.height,
+                                                  av_frame=frame.av_frame), hw)
+            assert image.dtype == np.uint8 and image.shape == (*hw, 3) and spec.host_color == spec.model_color
+            x = (image.astype(np.float32) - np.asarray(spec.mean or (0, 0, 0), np.float32)) / np.asarray(spec.scale)
+            out = compiled(x.transpose(2, 0, 1)[None])[0]
+            plain_boxes.append(box.detections_to_source(adapter.decode([out], hw), (frame.width, frame.height)).xyxy)
+            stage_boxes.append(det(frame).detections.xyxy.copy())
+    assert all(len(a) == len(b) >= 1 for a, b in zip(stage_boxes, plain_boxes))
+    assert min(iou_matrix(a, b).max(axis=1).min() for a, b in zip(stage_boxes, plain_boxes)) > 0.9

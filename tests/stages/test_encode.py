@@ -240,14 +240,11 @@ def test_bad_codec_and_template_raise(tmp_path: Path) -> None:
         Encode(bitrate=5)  # unknown parameter
 
 
-def test_decoder_frames_encoded_without_conversion(tmp_path: Path, videos_dir: Path) -> None:
-    video = videos_dir / "car-detection.mp4"
-    if not video.is_file():
-        pytest.skip(f"{video} missing")
-    stage = make_stage(tmp_path, source="car-detection.mp4", annotate=False)
+def test_decoder_frames_encoded_without_conversion(tmp_path: Path, clip: Path) -> None:
+    stage = make_stage(tmp_path, source=clip.name, annotate=False)
     n = 30
     src_times = []
-    with av.open(str(video)) as c, stage:
+    with av.open(str(clip)) as c, stage:
         s = c.streams.video[0]
         for i, vf in enumerate(c.decode(s)):
             if i == n:

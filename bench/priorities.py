@@ -1,0 +1,178 @@
+"""Request priorities under load: one high-priority camera and 7 normal ones on a shared detector.
+
+First the capacity C of the pipeline is measured (8 unpaced cameras, frames per second
+together).  Then, for offered loads L = 0.5, 1, 1.5 and 2 x C, the 8 cameras deliver
+frames at L x C / 8 fps each, as live cameras do (the newest frames kept, the dropped
+ones counted), once with priorities (camera 0 ``high``, the others ``normal`` with a
+guaranteed ``--min-fps``) and once without.  Reported per run: camera 0's p50/p99
+end-to-end latency and drops, the slowest normal camera's rate, the total rate.  Last,
+with camera 0 idle (it sends nothing), the total rate with the arbiter against without
+(what priorities cost when nobody needs them).
+
+    python -m bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
+
+Checks printed at the end (from the issue this answers): camera 0's p99 at 1.5 x C within
+1.2 x its p99 at 0.5 x C and no drops; every normal camera at least ``--min-fps``; the run
+without priorities shows camera 0's latency growing with the load; throughput with camera
+0 idle at least 95 % of the run without priorities.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.arbiter import SourcePriority
+from pipeline.config import load_config
+from pipeline.graph import build_graph
+from pipeline.runtime import RunOptions, run_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+CAMERAS = 8
+LOADS = (0.5, 1.0, 1.5, 2.0)
+SIZE = (640, 360)
+
+
+def _scene(fps: float, frames: int) -> str:
+    return f"testsrc://bars?width={SIZE[0]}&height={SIZE[1]}&fps={fps:.3f}&frames={frames}"
+
+
+def _graph(pipeline: str) -> Any:
+    cfg = load_config(str(ROOT / "pipelines.yaml"), check_files=False)
+    spec = cfg.get(pipeline)
+    spec = spec.model_copy(update={"stages": [s for s in spec.stages if s.type not in ("encode", "metadata")]})
+    return build_graph(spec, str(ROOT / "pipelines.yaml"))
+
+
+def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: list[SourcePriority] | None,
+         cores: int | None) -> dict[str, Any]:
+    decode = {"live": True, "realtime": True} if paced else {}
+    opts = RunOptions(output_dir=out, handle_signals=False, overrides={graph.source: decode}, cores=cores,
+                      priorities=priorities)
+    summary = run_pipeline(graph, sources, opts)
+    if summary.error:
+        raise RuntimeError(summary.error)
+    cams = []
+    for s in summary.sources:
+        lat = s.latency.summary()
+        cams.append({"fps": round(s.fps, 2), "frames": s.processed, "dropped": s.dropped,
+                     "p50_ms": round(lat["p50_ms"], 1), "p99_ms": round(lat["p99_ms"], 1),
+                     "priority": s.priority})
+    return {"total_fps": round(summary.total_fps, 2), "cameras": cams}
+
+
+def _levels(min_fps: float) -> list[SourcePriority]:
+    return [SourcePriority("high", min_fps)] + [SourcePriority("normal", min_fps) for _ in range(CAMERAS - 1)]
+
+
+def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | None = None,
+        loads: tuple[float, ...] = LOADS, log: Any = print) -> dict[str, Any]:
+    graph = _graph(pipeline)
+    out.mkdir(parents=True, exist_ok=True)
+    cap_frames = max(20, int(seconds * 8))
+    capacity = _run(graph, [_scene(25, cap_frames)] * CAMERAS, out / "capacity", False, None, cores)["total_fps"]
+    log(f"capacity: {capacity:.1f} fps with {CAMERAS} unpaced cameras ({pipeline}, {SIZE[0]}x{SIZE[1]})")
+    result: dict[str, Any] = {"pipeline": pipeline, "capacity_fps": capacity, "min_fps": min_fps, "loads": {}}
+    for load in loads:
+        fps = load * capacity / CAMERAS
+        frames = max(10, int(fps * seconds))
+        row = {}
+        for mode, prio in (("priorities", _levels(min_fps)), ("none", None)):
+            r = _run(graph, [_scene(fps, frames)] * CAMERAS, out / f"{mode}-{load}", True, prio, cores)
+            row[mode] = r
+            c0 = r["cameras"][0]
+            slowest = min(c["fps"] for c in r["cameras"][1:])
+            log(f"load {load:.1f}x ({fps:.1f} fps/camera) {mode:<10} camera0 p50 {c0['p50_ms']:6.1f} p99 "
+                f"{c0['p99_ms']:6.1f} ms, dropped {c0['dropped']:3d}; slowest normal {slowest:5.1f} fps; "
+                f"total {r['total_fps']:6.1f} fps")
+        result["loads"][str(load)] = row
+    # the high-priority camera idle: it delivers one frame; the others are offered 2x capacity
+    fps = 2.0 * capacity / (CAMERAS - 1)
+    frames = max(10, int(fps * seconds))
+    sources = [_scene(1, 1)] + [_scene(fps, frames)] * (CAMERAS - 1)
+    idle = {mode: _run(graph, sources, out / f"idle-{mode}", True, prio, cores)["total_fps"]
+            for mode, prio in (("priorities", _levels(min_fps)), ("none", None))}
+    result["idle_high"] = idle
+    log(f"camera 0 idle, the others at 2x: total {idle['priorities']:.1f} fps with priorities, "
+        f"{idle['none']:.1f} without ({idle['priorities'] / max(idle['none'], 1e-9):.2f}x)")
+    result["checks"] = checks(result)
+    for c in result["checks"]:
+        log(f"check {c['check']:<64} {c['value']:7.2f}  {'ok' if c['ok'] else 'MISSED'}")
+    (out / "priorities.json").write_text(json.dumps(result, indent=2))
+    chart(result, out / "priorities.png")
+    return result
+
+
+def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
+    loads = result["loads"]
+    low, high = loads.get("0.5"), loads.get("1.5")
+    out = []
+    if low and high:
+        p_low = low["priorities"]["cameras"][0]["p99_ms"]
+        p_high = high["priorities"]["cameras"][0]["p99_ms"]
+        out.append({"check": "camera0 p99 at 1.5x / p99 at 0.5x, with priorities <= 1.2",
+                    "value": p_high / max(p_low, 1e-9), "ok": p_high <= 1.2 * p_low})
+        out.append({"check": "camera0 frames dropped at 1.5x, with priorities == 0",
+                    "value": float(high["priorities"]["cameras"][0]["dropped"]),
+                    "ok": high["priorities"]["cameras"][0]["dropped"] == 0})
+        n_low = low["none"]["cameras"][0]["p99_ms"]
+        n_high = high["none"]["cameras"][0]["p99_ms"]
+        out.append({"check": "camera0 p99 at 1.5x / p99 at 0.5x, without priorities > 1.2",
+                    "value": n_high / max(n_low, 1e-9), "ok": n_high > 1.2 * n_low})
+    slowest = min(c["fps"] for row in loads.values() for c in row["priorities"]["cameras"][1:])
+    out.append({"check": f"slowest normal camera fps >= min_fps {result['min_fps']}", "value": slowest,
+                "ok": slowest >= result["min_fps"]})
+    idle = result["idle_high"]
+    ratio = idle["priorities"] / max(idle["none"], 1e-9)
+    out.append({"check": "camera0 idle: total fps with priorities / without >= 0.95", "value": ratio,
+                "ok": ratio >= 0.95})
+    return out
+
+
+def chart(result: dict[str, Any], path: Path) -> None:
+    """Camera 0's p99 latency against offered load, with and without priorities (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    loads = sorted(result["loads"], key=float)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for mode, style in (("priorities", "o-"), ("none", "s--")):
+        ax.plot([float(x) for x in loads], [result["loads"][x][mode]["cameras"][0]["p99_ms"] for x in loads],
+                style, label=f"camera 0 (high), {'with' if mode == 'priorities' else 'without'} priorities")
+    ax.set_xlabel("offered load (x capacity)")
+    ax.set_ylabel("p99 end-to-end latency (ms)")
+    ax.set_title(f"{result['pipeline']}: 1 high + {CAMERAS - 1} normal cameras, capacity "
+                 f"{result['capacity_fps']:.0f} fps")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pipeline", default="persons")
+    ap.add_argument("--seconds", type=float, default=8.0, help="length of each run")
+    ap.add_argument("--min-fps", type=float, default=2.0)
+    ap.add_argument("--cores", type=int, default=None)
+    ap.add_argument("--out", default="bench-output/priorities")
+    args = ap.parse_args(argv)
+    from .clips import shared_dir
+
+    if (shared_dir() / "models").is_dir():
+        os.environ.setdefault("VAPIPE_MODELS_DIR", str(shared_dir() / "models"))
+    result = run(args.pipeline, args.seconds, args.min_fps, Path(args.out), args.cores)
+    return 0 if all(c["ok"] for c in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

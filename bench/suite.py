@@ -1,0 +1,161 @@
+"""``make bench``: ``vapipe bench`` in both regimes, side by side in one run.
+
+* **decode-bound** (inference is cheap at the CPU's default precision): ``persons`` with 1
+  and 4 cameras and ``faces`` on 1080p and 720p H.264 clips made from the shared clips;
+* **inference-bound**: the same with OpenVINO forced to f32 (``INFERENCE_PRECISION_HINT: f32``
+  on every model, in every mode), and ``ocr`` on a 1280x720 ``testsrc://ticker`` clip.
+
+Peers run on the rows they fit when installed (``make peers``): MediaPipe FaceMesh on the
+``faces`` rows, RapidOCR on ``ocr``.  ``persons-1`` also sweeps ``--requests 1,2,3,4``
+(latency against FPS).  Each row prints its table and writes ``OUT/ROW/bench.json`` and
+``bench.png``; the run ends with one table of every row's ratios and targets
+(``OUT/summary.json``).  A row is one line of :data:`ROWS`: a pipeline, a clip, cameras
+and ``--set`` overrides.
+
+    python -m bench.suite [--frames 150] [--rounds 5] [--out bench-output] [--only persons-1,ocr-720p-f32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .clips import scaled_clip, shared_dir, ticker_clip
+
+__all__ = ["Row", "ROWS", "f32", "main"]
+
+PERSON_CLIP = "one-by-one-person-detection.mp4"
+PERSON_FROM = 75      # the first frame with a person in view (the clip starts on an empty room)
+FACE_CLIP = "head-pose-face-detection-female-and-male.gif"   # two faces
+#: the modes of every row (vapipe-sync is not a target and stays out to keep the run short)
+MODES = ("naive", "hand-tuned", "vapipe", "vapipe-unplanned", "decode-alone", "infer-alone")
+
+
+def f32(*stages: str) -> tuple[str, ...]:
+    """``--set`` values forcing OpenVINO to f32 on ``stages``."""
+    return tuple(f"{s}.config={{INFERENCE_PRECISION_HINT: f32}}" for s in stages)
+
+
+PERSONS_F32 = f32("person_detect")
+FACES_F32 = f32("face_detect", "landmarks")
+OCR_F32 = f32("text_detect", "direction", "recognize")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark: ``clip(frames)`` returns (video, ground truth or None)."""
+
+    key: str
+    regime: str
+    pipeline: str
+    clip: Callable[[int], tuple[Path, Path | None]]
+    cameras: int = 1
+    sets: tuple[str, ...] = ()
+    frames: float = 1.0           # share of --frames per camera
+    sweep: tuple[int, ...] = ()   # --requests-sweep
+    default: bool = True          # part of a run without --only
+
+
+def _shared(name: str, width: int, height: int, start: int = 0) -> Callable[[int], tuple[Path, Path | None]]:
+    return lambda frames: (scaled_clip(name, frames, width, height, start), None)
+
+
+def _ticker(width: int, height: int) -> Callable[[int], tuple[Path, Path | None]]:
+    return lambda frames: ticker_clip(frames, width, height)
+
+
+def _gif(name: str) -> Callable[[int], tuple[Path, Path | None]]:
+    return lambda frames: (shared_dir() / "data" / "videos" / name, None)
+
+
+DECODE, INFER = "decode-bound", "inference-bound"
+ROWS: tuple[Row, ...] = (
+    Row("persons-1", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), sweep=(1, 2, 3, 4)),
+    Row("persons-4", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5),
+    Row("faces-1080p", DECODE, "faces", _shared(FACE_CLIP, 1920, 1080)),
+    Row("faces-720p", DECODE, "faces", _shared(FACE_CLIP, 1280, 720)),
+    Row("persons-1-f32", INFER, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), sets=PERSONS_F32),
+    Row("persons-4-f32", INFER, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5,
+        sets=PERSONS_F32),
+    Row("faces-1080p-f32", INFER, "faces", _shared(FACE_CLIP, 1920, 1080), sets=FACES_F32),
+    Row("faces-720p-f32", INFER, "faces", _shared(FACE_CLIP, 1280, 720), sets=FACES_F32),
+    Row("ocr-720p-f32", INFER, "ocr", _ticker(1280, 720), sets=OCR_F32, frames=0.2),
+    # Not in the default run (--only): the GIF itself, OCR at the default precision.
+    Row("faces-gif", DECODE, "faces", _gif(FACE_CLIP), default=False),
+    Row("ocr-720p", INFER, "ocr", _ticker(1280, 720), frames=0.2, default=False),
+    # A detector row is one more line, e.g. (with its pipeline in pipelines.yaml):
+    # Row("yolo-1-f32", INFER, "vehicles", _shared("car-detection.mp4", 1920, 1080), sets=f32("detect")),
+)
+
+
+def _summary_line(key: str, regime: str, res: dict[str, Any]) -> str:
+    r, vap = res.get("ratios", {}), res["modes"].get("vapipe", {})
+    peer = next((f"{v:.2f}x {k.split('/')[1]}" for k, v in r.items() if k.split("/")[1] in res.get("peers", {})), "-")
+    failed = [c["check"].split(" >=")[0].split(" <=")[0] for c in res.get("checks", []) if not c["ok"]]
+    cpu = vap.get("cpu_util")
+    return (f"{key:<16} {regime:<15} {vap.get('fps', 0):7.1f} " + " ".join(
+        f"{r.get(k, float('nan')):6.2f}" for k in ("vapipe/naive", "vapipe/hand-tuned", "vapipe/limit",
+                                                  "vapipe/vapipe-unplanned"))
+            + f" {('-' if cpu is None else f'{cpu:.0%}'):>5}  {peer:<16} "
+            + (f"below target: {', '.join(failed)}" if failed else "all targets met"))
+
+
+def format_summary(results: dict[str, tuple[str, dict[str, Any]]]) -> str:
+    lines = [f"{'row':<16} {'regime':<15} {'vapipe':>7} {'naive':>6} {'hand':>6} {'limit':>6} {'unpl.':>6} "
+             f"{'cpu':>5}  {'peer':<16} targets (vapipe/x >= 1.3, 1.2, 0.9, 1.0; cpu >= 90 %)"]
+    lines += [_summary_line(key, regime, res) for key, (regime, res) in results.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=150, help="frames per camera (rows scale it) and clip length")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per mode; the median is reported")
+    ap.add_argument("--out", default="bench-output")
+    ap.add_argument("--only", default=None,
+                    help=f"comma-separated rows (default: the default ones); all: {', '.join(r.key for r in ROWS)}")
+    ap.add_argument("--no-peers", action="store_true", help="do not run the peers")
+    args = ap.parse_args(argv)
+    rows = {r.key: r for r in ROWS}
+    keys = [k.strip() for k in args.only.split(",")] if args.only else [r.key for r in ROWS if r.default]
+    unknown = [k for k in keys if k not in rows]
+    if unknown:
+        ap.error(f"unknown row {unknown[0]!r}; valid: {', '.join(rows)}")
+    models = shared_dir() / "models"
+    if models.is_dir():
+        os.environ.setdefault("VAPIPE_MODELS_DIR", str(models))
+    from .report import format_table
+    from .runner import run_bench
+
+    config = Path(__file__).resolve().parents[1] / "pipelines.yaml"
+    results: dict[str, tuple[str, dict[str, Any]]] = {}
+    t0 = time.monotonic()
+    for n, key in enumerate(keys, 1):
+        row = rows[key]
+        frames = max(2, round(args.frames * row.frames))
+        clip, truth = row.clip(frames)
+        print(f"\n== [{n}/{len(keys)}] {key} ({row.regime}): vapipe bench {row.pipeline} --source {clip.name} "
+              f"--cameras {row.cameras} --frames {frames}" + "".join(f" --set '{s}'" for s in row.sets)
+              + f"   ({time.monotonic() - t0:.0f} s so far)", flush=True)
+        res = run_bench(row.pipeline, str(clip), cameras=row.cameras, frames=frames, out=Path(args.out) / key,
+                        rounds=args.rounds, config=config,
+                        sets=row.sets, requests_sweep=row.sweep, peers=not args.no_peers, truth=truth,
+                        base_modes=MODES, log=lambda msg: print(msg, flush=True))
+        print(format_table(res), flush=True)
+        results[key] = (row.regime, res)
+    summary = format_summary(results)
+    print(f"\n== both regimes, {os.cpu_count()} cores, {time.monotonic() - t0:.0f} s\n{summary}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "summary.json").write_text(json.dumps({k: {"regime": g, **v} for k, (g, v) in results.items()},
+                                                            indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The vapipe modes: the real runtime (:func:`pipeline.runtime.run_pipeline`) on the
+pipeline with its output sinks replaced by the in-memory recorder (the baselines
+write no files either).
+
+``vapipe`` (asynchronous, thread plan), ``vapipe-sync`` (one request per camera, no
+overlap), ``vapipe-unplanned`` (``--cores 0``: every runtime's own thread defaults;
+``vapipe/vapipe-unplanned`` is what the plan is worth) and ``vapipe-rN`` (``--requests N``,
+the points of the latency-vs-FPS sweep).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .chain import load_spec
+from .measure import cpu_s, mode_result, write_records
+from .plan import BenchError, BenchPlan, sweep_requests
+from .recorder import RECORDER_TYPE, BenchRecorder
+
+__all__ = ["bench_spec", "run_vapipe", "RECORDER"]
+
+RECORDER = "bench_record"   # stage name of the recorder in the bench spec
+
+
+def bench_spec(spec: Any, plan: BenchPlan) -> Any:
+    """``spec`` with its output sinks replaced by the recorder, ``plan.overrides`` applied
+    and the source looping when the plan needs more frames than the file has."""
+    from pipeline.config import StageSpec
+    from pipeline.graph import build_graph
+    from pipeline.registry import resolve_stage_type
+
+    sinks = {st.name for st in spec.stages if resolve_stage_type(st.type).kind == "sink"}
+    kept = []
+    for st in spec.stages:
+        if st.name in sinks:
+            continue
+        if st.inputs and any(i in sinks for i in st.inputs):
+            raise BenchError(f"bench: stage {st.name!r} reads from the output stage(s) {sorted(sinks)}; "
+                             "cannot replace them with the recorder")
+        kept.append(st.model_copy(deep=True))
+    for st in kept:
+        if st.name in plan.overrides:
+            st.params.update(plan.overrides[st.name])
+    if plan.loop:
+        for st in kept:
+            if resolve_stage_type(st.type).kind == "source":
+                st.params["loop"] = True
+    new = spec.model_copy(update={"stages": kept}, deep=True)
+    g = build_graph(new, plan.config).graph
+    leaves = [n for n in g if g.out_degree(n) == 0]
+    new.stages.append(StageSpec(name=RECORDER, type=RECORDER_TYPE, inputs=leaves,
+                                params={"keep": plan.record_frames}))
+    return new
+
+
+def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
+    """``mode``: vapipe, vapipe-sync, vapipe-unplanned or vapipe-rN (see the module docstring)."""
+    from pipeline.config import validate_pipeline
+    from pipeline.graph import build_graph
+    from pipeline.runtime import RunOptions, run_pipeline, source_ids
+
+    spec = bench_spec(load_spec(plan), plan)
+    sources = [plan.source] * plan.cameras
+    spec.stages[-1].params["source"] = source_ids(sources)[0]
+    validate_pipeline(spec, plan.config)
+    graph = build_graph(spec, plan.config)
+    opts = RunOptions(output_dir=Path(plan.out) / "vapipe-output", sync=mode == "vapipe-sync",
+                      max_frames=plan.frames, handle_signals=False, requests=sweep_requests(mode),
+                      cores=0 if mode == "vapipe-unplanned" else None)
+    first: list[tuple[float, float]] = []
+
+    def progress(stats: list[Any]) -> None:
+        if not first and any(s.processed for s in stats):
+            first.append((time.perf_counter(), cpu_s()))
+
+    BenchRecorder.records.clear()
+    summary = run_pipeline(graph, sources, opts, progress=progress)
+    last = (time.perf_counter(), cpu_s())
+    if summary.error:
+        raise BenchError(summary.error)
+    cams = []
+    for s in summary.sources:
+        lat = s.latency.summary()
+        c = {"frames": s.processed, "fps": round(s.fps, 2)}
+        if lat["count"]:
+            c["latency_p50_ms"] = round(lat["p50_ms"], 2)
+            c["latency_p95_ms"] = round(lat["p95_ms"], 2)
+        cams.append(c)
+    res = mode_result(cams, first[0] if first else None, last)
+    res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
+                     if n != RECORDER}
+    res["threads"] = summary.threads
+    check = getattr(summary, "plan_check_text", None)   # how the run matched its thread plan, and why not
+    if check:
+        res["plan_check"] = check
+    write_records(plan.out, mode, dict(BenchRecorder.records))
+    return res

@@ -1,0 +1,396 @@
+"""A long-lived run of one graph whose set of sources changes while it runs.
+
+:class:`Session` owns what :func:`pipeline.runtime.run_pipeline` used to hold on
+its stack: the cameras (three threads each, see :mod:`pipeline.runtime`), the
+per-stage latency statistics, the thread plan and the stop/abort events.
+Sources can be added and removed at any time; the others keep running.
+``run_pipeline`` is a thin wrapper: start with the given sources, wait, close.
+
+Thread plan on a change of sources: the plan is computed again for the new
+number of sources (``plan_for_graph``).  A camera added while others run takes
+its decoder threads and decoder priority from the new plan, and the process-wide
+settings (OpenCV, BLAS) are re-applied from it; inference stages keep the
+OpenVINO properties of the models already compiled, so the new camera shares
+those compiled models (a compiled model's streams and threads cannot change
+while requests run on it).  When no camera is running, the next one gets the
+whole new plan.  :attr:`Session.plan` is the current plan and
+:attr:`Session.plan_note` says what was kept.
+
+Removing a source stops only that camera: its reader halts, frames in flight
+finish, its stages close (MP4 finalised, JSON Lines flushed) and its statistics
+stay in the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+from .arbiter import SourcePriority
+from .frame import Frame
+from .graph import PipelineGraph
+from .runtime import RunOptions, StageFailure, _Camera, _one_line, source_ids
+from .stage import InferStage
+from .stats import LatencyStats, RunSummary, SourceStats
+
+__all__ = ["Session", "SourceInfo"]
+
+log = logging.getLogger("vapipe")
+
+
+class SourceInfo(dict):
+    """Live view of one source (plain dict: ``as JSON``); see :meth:`Session.sources`."""
+
+
+class Session:
+    """Runs ``graph`` on a changing set of sources in this process.
+
+    ``expected_sources`` sizes the first thread plan (``run_pipeline`` passes the
+    number of sources it starts with).  ``process_wide=False`` leaves the GIL switch
+    interval and the process-wide thread settings alone (the caller manages them,
+    e.g. a server running several sessions).  ``on_frame(source_id, frame)`` is
+    called on the camera's worker thread for every frame that leaves the graph; it
+    must return at once.
+    """
+
+    def __init__(self, graph: PipelineGraph, opts: RunOptions | None = None, *, expected_sources: int = 1,
+                 process_wide: bool = True, on_frame: Callable[[str, Frame], None] | None = None) -> None:
+        self.graph = graph
+        self.opts = opts or RunOptions()
+        self.process_wide = process_wide
+        self.on_frame = on_frame
+        self.stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
+        self.started = time.monotonic()
+        self.stop_sources = self.opts.stop_event if self.opts.stop_event is not None else threading.Event()
+        self.failures: list[str] = []
+        self._aborted = threading.Event()
+        self._lock = threading.RLock()
+        self._cameras: dict[str, _Camera] = {}         # running or finished, not removed
+        self._removed: list[_Camera] = []
+        self._threads: dict[str, list[threading.Thread]] = {}
+        self._closed_ids: set[str] = set()
+        self._finished: set[int] = set()               # id() of cameras closed by _finish
+        self._stop_at: float | None = None
+        self._restore: list[Callable[[], None]] = []
+        from .costs import CostCache
+
+        #: measured costs the plan comes from (none with cores=0: every runtime keeps its defaults)
+        self.costs = CostCache() if self.opts.cores != 0 else None
+        self.plan = self._plan(max(1, expected_sources), measure=False)  # measured once the sources are known
+        self._overrides = self._plan_overrides(self.plan)
+        self.plan_note = ""
+        self.opts.output_dir.mkdir(parents=True, exist_ok=True)
+        if process_wide:
+            from .threads import apply_global
+
+            old_interval = sys.getswitchinterval()
+            if self.opts.switch_interval_s:
+                sys.setswitchinterval(self.opts.switch_interval_s)
+            self._restore.append(lambda: sys.setswitchinterval(old_interval))
+            self._restore_global = apply_global(self.plan)
+
+    # thread plan -----------------------------------------------------------------------
+    def _plan(self, sources: int | list[str], measure: bool = True) -> Any:
+        from .threads import plan_for_graph
+
+        return plan_for_graph(self.graph, sources, self.opts.cores, self.opts.overrides,  # user-set values win
+                              costs=self.costs, measure=measure)
+
+    def _plan_overrides(self, plan: Any) -> dict[str, dict[str, Any]]:
+        from .threads import plan_overrides
+
+        return plan_overrides(plan, self.graph, self.opts.overrides)
+
+    def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
+        """The plan for the running sources and ``new_uris``; overrides for cameras added now
+        (see the module docstring)."""
+        plan = self._plan([self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris))
+        fresh = self._plan_overrides(plan)
+        live = [c for c in self._cameras.values() if self._alive(c.source_id)]
+        if not live:
+            self.plan, self._overrides, self.plan_note = plan, fresh, ""
+        else:
+            src = self.graph.source
+            kept = {n: v for n, v in self._overrides.items() if n != src}
+            merged = {**kept, **({src: fresh[src]} if src in fresh else {})}
+            changed = {n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)}
+            self.plan_note = ("inference threads kept for the compiled models in use: " + ", ".join(
+                f"{n} {self.plan.infer[n]}" for n in sorted(changed) if n in self.plan.infer)) if changed else ""
+            kept_infer = self.plan.infer
+            self.plan = plan
+            if changed:
+                self.plan.infer = dict(kept_infer)
+            self._overrides = merged
+        if self.process_wide:
+            from .threads import apply_global
+
+            self._restore_global()
+            self._restore_global = apply_global(self.plan)
+        return self._overrides
+
+    # sources ---------------------------------------------------------------------------
+    def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,
+                    ids: list[str] | None = None, own: list[dict[str, dict[str, Any]]] | None = None) -> list[str]:
+        """Open every source first, then start them together; any failure to open raises
+        (:class:`StageFailure` or the source's one-line error) and starts none.  ``priorities``:
+        one per source, on the models the cameras share (:mod:`pipeline.arbiter`); ``ids``: their
+        names (default: from the URIs); ``own``: per source, stage overrides for that camera only."""
+        with self._lock:
+            self._check_open()
+            taken = set(self._cameras) | self._closed_ids
+            if ids is not None and (len(ids) != len(uris) or len(set(ids)) != len(ids) or set(ids) & taken):
+                raise ValueError(f"{len(uris)} sources need as many distinct source ids not in use")
+            if own is not None and len(own) != len(uris):
+                raise ValueError(f"{len(own)} per-source overrides for {len(uris)} sources")
+            ids = list(ids) if ids is not None else _unique_ids(uris, taken)
+            opts = replace(self.opts, overrides=self._revise_plan(uris))
+            cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
+                    for i, (uri, sid) in enumerate(zip(uris, ids))]
+            opened: list[_Camera] = []
+            try:
+                for cam in cams:
+                    _open(cam)
+                    opened.append(cam)
+            except BaseException:
+                for cam in opened:
+                    cam.close()
+                self._removed.extend(cams)  # in the summary with what they counted
+                raise
+            for cam in cams:
+                self._cameras[cam.source_id] = cam
+            multi = len(self._cameras) > 1
+            for cam in self._cameras.values():
+                cam.multi_camera = multi
+            for cam in cams:
+                threads = cam.threads()
+                self._threads[cam.source_id] = threads
+                for t in threads:
+                    t.start()
+            return ids
+
+    def add_source(self, uri: str, source_id: str | None = None) -> str:
+        """Start one more camera; returns its source id (``source_id`` if given and free)."""
+        if source_id is None:
+            return self.add_sources([uri])[0]
+        with self._lock:
+            self._check_open()
+            if source_id in self._cameras or source_id in self._closed_ids:
+                raise ValueError(f"source id {source_id!r} is already in use")
+            opts = replace(self.opts, overrides=self._revise_plan([uri]))
+            cam = self._camera(uri, source_id, opts)
+            _open(cam)
+            self._cameras[source_id] = cam
+            multi = len(self._cameras) > 1
+            for c in self._cameras.values():
+                c.multi_camera = multi
+            self._threads[source_id] = cam.threads()
+            for t in self._threads[source_id]:
+                t.start()
+            return source_id
+
+    def remove_source(self, source_id: str, timeout: float | None = None) -> SourceStats:
+        """Stop one camera (frames in flight finish, its outputs are finalised); returns its
+        statistics.  Raises KeyError for an unknown id."""
+        with self._lock:
+            cam = self._cameras.pop(source_id, None)
+            if cam is None:
+                raise KeyError(source_id)
+            self._removed.append(cam)
+        cam.halt_reading.set()
+        deadline = time.monotonic() + (self.opts.stop_deadline_s if timeout is None else timeout)
+        threads = self._threads.pop(source_id, [])
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in threads):
+            cam.abort.set()  # frames still in flight past the deadline: stop waiting for them
+            for t in threads:
+                t.join(timeout=self.opts.stop_deadline_s)
+        self._finish(cam)
+        with self._lock:
+            multi = len(self._cameras) > 1
+            for c in self._cameras.values():
+                c.multi_camera = multi or c.multi_camera
+        return cam.stats
+
+    def _check_open(self) -> None:
+        if self._aborted.is_set() or self.stop_sources.is_set():
+            raise RuntimeError("the run is stopping; no source can be added")
+
+    def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None,
+                own: dict[str, dict[str, Any]] | None = None) -> _Camera:
+        abort = threading.Event()  # per camera: remove_source may force one camera to stop
+        cam = _Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
+                      self._report_failure, priority, own)
+        cam.decoder_nice = self.plan.decoder_nice
+        cam.on_frame = self.on_frame
+        return cam
+
+    def _report_failure(self, msg: str) -> None:
+        with self._lock:
+            self.failures.append(msg)
+        self.abort()
+
+    # control ---------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Like SIGTERM: stop reading, finish the frames in flight, then end (see :meth:`wait`)."""
+        self.stop_sources.set()
+
+    def abort(self) -> None:
+        """Stop at once (frames in flight are abandoned; outputs are still closed)."""
+        self._aborted.set()
+        with self._lock:
+            cams = list(self._cameras.values())
+        for cam in cams:
+            cam.halt_reading.set()
+            cam.abort.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted.is_set()
+
+    def _alive(self, source_id: str) -> bool:
+        return any(t.is_alive() for t in self._threads.get(source_id, []))
+
+    def _live_ids(self) -> list[str]:
+        return [sid for sid in self._cameras if self._alive(sid)]
+
+    @property
+    def running(self) -> bool:
+        """True while any camera's threads run."""
+        with self._lock:
+            return bool(self._live_ids())
+
+    def wait(self, timeout: float = 0.25) -> bool:
+        """Supervise for up to ``timeout`` seconds; True once no camera runs any more (a session
+        whose cameras were all removed stays open until a camera joins or :meth:`stop`).
+
+        Enforces the stop deadline (``opts.stop_deadline_s`` after :meth:`stop`) and halts
+        every reader on abort.  Cameras that ended are finalised here.
+        """
+        end = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                cams = list(self._cameras.values())
+                live = [c for c in cams if self._alive(c.source_id)]
+            if self._aborted.is_set() or self.stop_sources.is_set():
+                for c in cams:
+                    c.halt_reading.set()
+                if self.stop_sources.is_set() and self._stop_at is None:
+                    self._stop_at = time.monotonic() + self.opts.stop_deadline_s
+                if self._stop_at is not None and time.monotonic() > self._stop_at:
+                    self.abort()
+            for c in cams:
+                if c not in live:
+                    self._finish(c)
+            # Done when the cameras ended; a session whose cameras were all removed waits for the next
+            # one (or for stop) instead.
+            if not live and (cams or self.stop_sources.is_set() or self._aborted.is_set()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if live:
+                self._threads[live[0].source_id][0].join(timeout=min(left, 0.05))
+            else:
+                time.sleep(min(left, 0.05))
+
+    def _finish(self, cam: _Camera) -> None:
+        """Close a camera whose threads ended (once): stages closed, counters final."""
+        with self._lock:
+            if id(cam) in self._finished:
+                return
+            self._finished.add(id(cam))
+            self._closed_ids.add(cam.source_id)
+        cam.close()
+        cam.stats.dropped += cam.units.dropped + cam.frames.dropped
+        cam.stats.decode_errors = getattr(cam.source, "decode_errors", 0)
+        if cam.priority is not None:
+            p = cam.priority
+            cam.stats.priority = {"level": p.level, "min_fps": p.min_fps, "waits": p.waits, "promoted": p.promoted}
+
+    def close(self) -> RunSummary:
+        """End everything now (aborting what still runs), close every output and restore
+        the process-wide settings; returns the summary.  Safe to call more than once."""
+        with self._lock:
+            cams = list(self._cameras.values())
+            threads = [t for ts in self._threads.values() for t in ts]
+        for c in cams:
+            c.halt_reading.set()
+        self.abort()  # nothing may block from here on
+        for t in threads:
+            t.join(timeout=self.opts.stop_deadline_s)
+        for c in cams:
+            self._finish(c)
+        restore, self._restore = self._restore, []
+        if restore:
+            for fn in restore:
+                fn()
+            self._restore_global()
+        return self.summary()
+
+    # statistics ------------------------------------------------------------------------
+    def cameras(self) -> list[_Camera]:
+        with self._lock:
+            return list(self._cameras.values())
+
+    def sources(self) -> list[SourceInfo]:
+        """Per source (removed ones excluded): id, uri, state, counters read live."""
+        out = []
+        for cam in self.cameras():
+            s = cam.stats
+            finished = id(cam) in self._finished
+            dropped = s.dropped if finished else s.dropped + cam.units.dropped + cam.frames.dropped
+            if self._alive(cam.source_id):
+                state = s.state or "streaming"
+            else:
+                state = "failed" if s.error else "ended"
+            out.append(SourceInfo(
+                id=cam.source_id, uri=cam.uri, state=state, frames=s.processed, decoded=s.decoded, fps=s.fps,
+                dropped=dropped, decode_errors=getattr(cam.source, "decode_errors", s.decode_errors),
+                reconnects=s.events.get("reconnecting", 0), skipped_errors=s.skipped_errors, error=s.error,
+                queue_packets=len(cam.units), queue_frames=len(cam.frames),
+                in_flight={n: st.in_flight for n, st in cam.stages.items() if isinstance(st, InferStage)},
+                latency=s.latency))
+        return out
+
+    def summary(self) -> RunSummary:
+        with self._lock:
+            cams = list(self._cameras.values()) + self._removed
+        cams.sort(key=lambda c: c.stats.started)
+        error = (self.failures or [c.stats.error for c in cams if c.stats.error] or [None])[0]
+        outputs: list[str] = []
+        for c in cams:
+            for st in c.stages.values():
+                path = getattr(st, "path", None) if st.kind == "sink" else None
+                if path is not None:
+                    outputs.append(str(path))
+        threads = self.plan.summary() + (f" ({self.plan_note})" if self.plan_note else "")
+        return RunSummary(pipeline=self.graph.spec.name, mode="sync" if self.opts.sync else "async",
+                          sources=[c.stats for c in cams], stages=self.stage_stats,
+                          wall_s=time.monotonic() - self.started, error=error, outputs=outputs, threads=threads)
+
+
+def _open(cam: _Camera) -> None:
+    try:
+        cam.open()
+    except StageFailure:
+        cam.close()
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line naming the source
+        cam.close()
+        raise StageFailure(_one_line(exc, cam.source_id)) from exc
+
+
+def _unique_ids(uris: list[str], taken: set[str]) -> list[str]:
+    """Source ids as :func:`source_ids` makes them, also distinct from ``taken``."""
+    out: list[str] = []
+    for sid in source_ids(uris):
+        name, k = sid, 2
+        while name in taken or name in out:
+            name, k = f"{sid}-{k}", k + 1
+        out.append(name)
+    return out

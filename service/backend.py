@@ -1,0 +1,183 @@
+"""Where instances run: the seam between the instance manager and the runtime.
+
+The manager only talks to a :class:`Backend` and the :class:`Handle` it returns,
+with plain data (URIs, dicts of numbers, JPEG bytes), so a backend may run an
+instance in this process (:class:`LocalBackend`) or elsewhere (another process,
+a cluster node): the handle then forwards the same calls.
+
+:class:`LocalBackend` runs each instance as a :class:`pipeline.session.Session`
+in the server process: all instances share the process's OpenVINO core and
+compiled models.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from pipeline.config import PipelineSpec
+from pipeline.graph import build_graph
+from pipeline.runtime import RunOptions
+from pipeline.session import Session
+from pipeline.stats import LatencyStats
+
+from .live import LiveView, Watch
+from .security import redact
+
+__all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle"]
+
+log = logging.getLogger("vapipe.serve")
+
+
+class Handle(Protocol):
+    """A started instance."""
+
+    def add_source(self, uri: str) -> str: ...
+    def remove_source(self, source_id: str) -> None: ...
+    def stop(self) -> None: ...                     # finish frames in flight, finalise outputs; blocks
+    def finished(self) -> bool: ...                 # True once every source ended (or it stopped)
+    def error(self) -> str | None: ...
+    def sources(self) -> list[dict[str, Any]]: ...
+    def stages(self) -> dict[str, LatencyStats]: ...
+    def plan(self) -> dict[str, str]: ...
+    def publishers(self) -> list[dict[str, int]]: ...
+    def watch(self, source_id: str) -> Watch: ...
+    def live_stats(self) -> dict[str, Any]: ...
+
+
+class Backend(Protocol):
+    def start(self, instance_id: str, spec: PipelineSpec, sources: list[str], output_dir: Path,
+              on_end: Callable[[Handle], None]) -> Handle:
+        """Open the sources and start; raises (one line) if they cannot be opened."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalHandle:
+    def __init__(self, session: Session, live: LiveView, on_end: Callable[["LocalHandle"], None]) -> None:
+        self.session = session
+        self.live = live
+        self._on_end = on_end
+        self._done = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._runner = threading.Thread(target=self._run, name="instance", daemon=True)
+        self._runner.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.session.wait(0.25):
+                pass
+        finally:
+            self.session.close()
+            self.live.close()
+            self._done.set()
+            self._on_end(self)
+
+    def add_source(self, uri: str) -> str:
+        if self._done.is_set():
+            raise RuntimeError("the instance has ended")
+        return self.session.add_source(uri)
+
+    def remove_source(self, source_id: str) -> None:
+        self.session.remove_source(source_id)
+
+    def stop(self) -> None:
+        with self._stop_lock:
+            self.session.stop()
+            self._done.wait(self.session.opts.stop_deadline_s + 10)
+
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def error(self) -> str | None:
+        summary_error = (self.session.failures or [None])[0]
+        if summary_error:
+            return summary_error
+        errors = [s["error"] for s in self.session.sources() if s["error"]]
+        return errors[0] if errors else None
+
+    def sources(self) -> list[dict[str, Any]]:
+        out = []
+        for s in self.session.sources():
+            d = dict(s)
+            d["uri"] = redact(d["uri"])
+            out.append(d)
+        return out
+
+    def stages(self) -> dict[str, LatencyStats]:
+        return self.session.stage_stats
+
+    def plan(self) -> dict[str, str]:
+        p = self.session.plan
+        return {"cores": str(p.cores), "sources": str(p.sources), "decoder_threads": str(p.decoder_threads),
+                "cv2_threads": str(p.cv2_threads), "enabled": str(p.enabled).lower(),
+                "inference": "; ".join(f"{n} {c.get('NUM_STREAMS', '?')}x{c.get('INFERENCE_NUM_THREADS', '?')}"
+                                       for n, c in p.infer.items()) or "none",
+                "summary": self.session.plan.summary()}
+
+    def publishers(self) -> list[dict[str, int]]:
+        seen: dict[int, dict[str, int]] = {}
+        for cam in self.session.cameras():
+            for st in cam.stages.values():
+                pub = getattr(st, "publisher", None)
+                if pub is not None and id(pub) not in seen:
+                    seen[id(pub)] = pub.counters()
+        return list(seen.values())
+
+    def watch(self, source_id: str) -> Watch:
+        if source_id not in {s["id"] for s in self.session.sources()}:
+            raise KeyError(source_id)
+        return self.live.watch(source_id)
+
+    def live_stats(self) -> dict[str, Any]:
+        return self.live.stats()
+
+
+class LocalBackend:
+    """Instances as sessions in this process (shared OpenVINO core and compiled models)."""
+
+    def __init__(self, cores: int | None = None, live_fps: float = 5.0, live_width: int = 640,
+                 stop_deadline_s: float = 10.0) -> None:
+        self.cores = cores
+        self.live_fps, self.live_width = live_fps, live_width
+        self.stop_deadline_s = stop_deadline_s
+        self._old_interval = sys.getswitchinterval()
+        # as run_pipeline does: decoder and inference threads do not queue behind workers
+        sys.setswitchinterval(RunOptions().switch_interval_s or self._old_interval)
+        self._restore_global: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def start(self, instance_id: str, spec: PipelineSpec, sources: list[str], output_dir: Path,
+              on_end: Callable[[LocalHandle], None]) -> LocalHandle:
+        graph = build_graph(spec, "request")
+        opts = RunOptions(output_dir=output_dir, handle_signals=False, cores=self.cores,
+                          stop_deadline_s=self.stop_deadline_s)
+        live = LiveView(self.live_fps, self.live_width)
+        session = Session(graph, opts, expected_sources=len(sources), process_wide=False, on_frame=live.tap)
+        try:
+            session.add_sources(sources)
+        except BaseException:
+            session.close()
+            raise
+        self._apply_global(session)
+        return LocalHandle(session, live, on_end)
+
+    def _apply_global(self, session: Session) -> None:
+        """Process-wide thread settings (OpenCV, BLAS) from the latest instance's plan."""
+        from pipeline.threads import apply_global
+
+        with self._lock:
+            if self._restore_global is not None:
+                self._restore_global()
+            self._restore_global = apply_global(session.plan)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._restore_global is not None:
+                self._restore_global()
+                self._restore_global = None
+        sys.setswitchinterval(self._old_interval)

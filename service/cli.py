@@ -1,0 +1,124 @@
+"""``vapipe serve``: the REST API, metrics and live page over the pipelines of a YAML file."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["main", "build_parser", "serve_app"]
+
+log = logging.getLogger("vapipe.serve")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vapipe serve", description="Serve pipelines over HTTP (DL Streamer Pipeline "
+                                "Server's REST API), with MQTT, Prometheus metrics and a live page.")
+    p.add_argument("--config", default=None, help="pipeline file (default: ./pipelines.yaml)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need "
+                   "--token-file)")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--token-file", default=None, metavar="F", help="file holding the bearer token every route "
+                   "but /healthz then requires")
+    p.add_argument("--allow-dir", action="append", default=[], metavar="DIR",
+                   help="directory file sources and destinations may lie in (repeat; default: the working "
+                        "directory)")
+    p.add_argument("--allow-user-stages", action="store_true", help="serve pipelines with module:Class stages")
+    p.add_argument("--max-running", type=int, default=None, metavar="N", help="instances running at once; "
+                   "later ones wait as QUEUED")
+    p.add_argument("--output", default="output", metavar="DIR", help="outputs of the pipelines' own sinks, per "
+                   "instance: DIR/INSTANCE/")
+    p.add_argument("--cores", type=int, default=None, metavar="N", help="thread budget per instance (0: runtime "
+                   "defaults)")
+    p.add_argument("--live-fps", type=float, default=5.0, help="live view frame rate cap")
+    p.add_argument("--live-width", type=int, default=640, help="live view width in pixels")
+    p.add_argument("--debug", action="store_true", help="debug logs and tracebacks")
+    return p
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_token(path: str) -> str:
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(f"--token-file {path}: {exc.strerror or exc}") from None
+    if len(token) < 16:
+        raise ValueError(f"--token-file {path}: the token must be at least 16 characters")
+    return token
+
+
+def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastAPI imported lazily
+    """Build the application from parsed arguments; ValueError (one line) for bad ones."""
+    from pipeline.pipeline_file import find_pipeline_file
+
+    from .app import create_app
+    from .backend import LocalBackend
+    from .catalog import Catalog
+    from .instances import InstanceManager
+    from .security import Guard
+
+    if not _is_loopback(args.host) and not args.token_file:
+        raise ValueError(f"--host {args.host} is not a loopback address: pass --token-file so that clients "
+                         "must authenticate")
+    if args.max_running is not None and args.max_running < 1:
+        raise ValueError(f"--max-running must be >= 1, got {args.max_running}")
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be 1-65535, got {args.port}")
+    for d in args.allow_dir:
+        if not Path(d).is_dir():
+            raise ValueError(f"--allow-dir {d}: not a directory")
+    token = _read_token(args.token_file) if args.token_file else None
+    guard = Guard(args.allow_dir, args.allow_user_stages, token)
+    catalog = Catalog(find_pipeline_file(args.config).path, guard)
+    backend = LocalBackend(cores=args.cores, live_fps=args.live_fps, live_width=args.live_width)
+    manager = InstanceManager(backend, Path(args.output), args.max_running)
+    return create_app(catalog, manager, guard), manager
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from .security import RedactingFilter
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())  # passwords in camera URLs never reach a log
+    try:
+        import uvicorn
+    except ImportError:
+        print("vapipe: error: vapipe serve needs the serve extra: pip install 'vapipe[serve]'", file=sys.stderr)
+        return 2
+    try:
+        app, manager = serve_app(args)
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if args.debug:
+            raise
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"vapipe: error: {text}", file=sys.stderr)
+        return 2
+    config = uvicorn.Config(app, host=args.host, port=args.port, access_log=False, log_level="warning",
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    print(f"vapipe serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr, flush=True)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping instances must not be interrupted
+        manager.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

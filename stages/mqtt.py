@@ -1,0 +1,274 @@
+"""MQTT sink: every frame's record and every event to a broker (paho-mqtt 2.x).
+
+A camera never waits for the broker: :meth:`Mqtt.process` serialises the record
+and appends it to a bounded buffer; a sender thread hands messages to the
+broker while it is connected.  While the broker is away, messages wait in the
+buffer (``buffer`` messages at most); the rest are dropped and counted.  The
+client reconnects by itself with exponential backoff (``reconnect_min_s`` to
+``reconnect_max_s``).
+
+Cameras of one process that publish with the same client id share one
+connection.  On connect the client publishes ``online`` (retained, QoS 1) to
+``availability_topic``; the broker publishes the last will ``offline`` there if
+the connection dies, and :meth:`Mqtt.close` publishes ``offline`` itself after
+flushing the buffer (for up to ``flush_timeout_s``).
+
+Counters (:meth:`Publisher.counters`): ``produced`` (offered), ``sent``
+(written for QoS 0, acknowledged for QoS 1 and 2), ``dropped`` (buffer full),
+``buffered`` (waiting), ``connected``, ``connects``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from pipeline.frame import Frame
+from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
+from pipeline.stage import Params as StageParams
+from pipeline.stage import Stage, StageError
+
+from .records import Schema, event_record, frame_record, to_json
+
+__all__ = ["Mqtt", "Publisher", "parse_host"]
+
+log = logging.getLogger("vapipe.mqtt")
+
+
+def parse_host(host: str, default_port: int = 1883) -> tuple[str, int]:
+    """``"HOST"`` or ``"HOST:PORT"`` (``[v6]:PORT``) -> (host, port); ValueError naming the value."""
+    text = host.strip()
+    if text.startswith("["):
+        name, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    else:
+        name, _, port_text = text.partition(":") if text.count(":") == 1 else (text, "", "")
+    if not name:
+        raise ValueError(f"MQTT host {host!r}: expected HOST or HOST:PORT")
+    try:
+        port = int(port_text) if port_text else default_port
+    except ValueError:
+        raise ValueError(f"MQTT host {host!r}: port {port_text!r} is not a number") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"MQTT host {host!r}: port {port} out of range 1-65535")
+    return name, port
+
+
+class Mqtt(Stage):
+    """Publishes each frame's record (and events) to ``topic`` on an MQTT broker."""
+
+    kind: ClassVar[str] = "sink"
+
+    class Params(StageParams):
+        host: str = Field("127.0.0.1:1883", description="broker as HOST:PORT")
+        topic: str = Field("vapipe/{instance}/metadata", description="topic template: {instance}, {source}, {name}")
+        qos: int = Field(0, ge=0, le=2, description="MQTT quality of service for records and events")
+        instance: str = Field("", description="name in the default topics and client id (default vapipe-PID)")
+        client_id: str = Field("", description="MQTT client id (default vapipe-INSTANCE)")
+        availability_topic: str = Field("vapipe/{instance}/available", description="retained online/offline topic")
+        schema_: Schema = Field("vapipe", alias="schema", description="record shape: vapipe or dlstreamer")
+        tags: dict[str, Any] = Field(default_factory=dict, description="added to every record as 'tags'")
+        labels: list[str] = Field(default_factory=list, description="label order for dlstreamer's label_id")
+        include_landmarks: bool = Field(False, description="write landmark points instead of their count")
+        view: SinkView = Field("source", description=SINK_VIEW_HELP)
+        buffer: int = Field(1000, ge=1, description="messages kept while the broker is away; the rest are dropped")
+        keepalive_s: int = Field(30, ge=5, description="MQTT keepalive")
+        reconnect_min_s: float = Field(0.5, gt=0, description="first reconnect delay (doubles up to the max)")
+        reconnect_max_s: float = Field(30.0, gt=0, description="longest reconnect delay")
+        flush_timeout_s: float = Field(2.0, ge=0, description="on close, wait this long for buffered messages")
+
+        @field_validator("host")
+        @classmethod
+        def _host(cls, value: str) -> str:
+            parse_host(value)
+            return value
+
+    params: Params
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.publisher: Publisher | None = None
+        self.topic = ""
+
+    @property
+    def instance(self) -> str:
+        return self.params.instance or f"vapipe-{os.getpid()}"
+
+    def _fill(self, template: str) -> str:
+        try:
+            return template.format(instance=self.instance, source=self.source_id or "source", name=self.name)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise StageError(f"{self.name}: bad topic template {template!r} ({exc!r}); valid fields: "
+                             "{instance}, {source}, {name}") from None
+
+    def open(self) -> None:
+        self.close()
+        p = self.params
+        self.topic = self._fill(p.topic)
+        host, port = parse_host(p.host)
+        self.publisher = Publisher.acquire(host, port, p.client_id or f"vapipe-{self.instance}",
+                                           self._fill(p.availability_topic), p)
+
+    def process(self, frame: Frame) -> Frame | None:
+        p = self.params
+        if self.publisher is not None:
+            shown, _ = sink_picture(frame, p.view)  # camera pixels unless view: preprocessed
+            record = frame_record(p.schema_, shown, include_landmarks=p.include_landmarks, tags=p.tags,
+                                  labels=p.labels)
+            self.publisher.offer(self.topic, to_json(record), p.qos)
+        return frame
+
+    def write_event(self, kind: str, **fields: Any) -> None:
+        """Publish an event (source state change, zone or line event) on the same topic."""
+        if self.publisher is not None:
+            record = event_record(self.params.schema_, kind, self.source_id, fields, self.params.tags)
+            self.publisher.offer(self.topic, to_json(record), self.params.qos)
+
+    def close(self) -> None:
+        pub, self.publisher = self.publisher, None
+        if pub is not None:
+            pub.release(self.params.flush_timeout_s)
+
+
+class Publisher:
+    """One MQTT connection shared by the sinks with the same (host, port, client id)."""
+
+    _registry: ClassVar[dict[tuple[str, int, str], "Publisher"]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, host: str, port: int, client_id: str, availability: str, params: Mqtt.Params) -> None:
+        try:
+            import paho.mqtt.client as mqtt
+        except ImportError:
+            raise StageError("the mqtt stage needs paho-mqtt 2.x: pip install 'paho-mqtt>=2'") from None
+        if not hasattr(mqtt, "CallbackAPIVersion"):
+            raise StageError("the mqtt stage needs paho-mqtt 2.x (found 1.x): pip install 'paho-mqtt>=2'")
+        self._mqtt = mqtt
+        self.key = (host, port, client_id)
+        self.host, self.port, self.availability = host, port, availability
+        self.bound = params.buffer
+        self.users = 0
+        self.produced = self.sent = self.dropped = self.handed = self.connects = 0
+        self._buf: deque[tuple[str, bytes, int]] = deque()
+        self._own_mids: set[int] = set()
+        self._cond = threading.Condition()
+        self._connected = False
+        self._closing = False
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True)
+        client.will_set(availability, b"offline", qos=1, retain=True)
+        client.reconnect_delay_set(min_delay=params.reconnect_min_s,  # type: ignore[arg-type] - floats work
+                                   max_delay=max(params.reconnect_min_s, params.reconnect_max_s))
+        client.max_inflight_messages_set(20)
+        client.max_queued_messages_set(100)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        self.client = client
+        client.connect_async(host, port, keepalive=params.keepalive_s)
+        client.loop_start()
+        self._sender = threading.Thread(target=self._send_loop, name=f"mqtt:{client_id}", daemon=True)
+        self._sender.start()
+
+    @classmethod
+    def acquire(cls, host: str, port: int, client_id: str, availability: str, params: Mqtt.Params) -> Publisher:
+        with cls._registry_lock:
+            pub = cls._registry.get((host, port, client_id))
+            if pub is None:
+                pub = cls._registry[(host, port, client_id)] = cls(host, port, client_id, availability, params)
+            pub.users += 1
+            return pub
+
+    # paho callbacks (paho's network thread) -------------------------------------------
+    def _on_connect(self, client: Any, _userdata: Any, _flags: Any, reason_code: Any, _props: Any) -> None:
+        if getattr(reason_code, "is_failure", False):
+            log.warning("MQTT broker %s:%d refused the connection: %s", self.host, self.port, reason_code)
+            return
+        info = client.publish(self.availability, b"online", qos=1, retain=True)
+        with self._cond:
+            self._own_mids.add(info.mid)  # acknowledged later on this thread: not a record
+            self._connected = True
+            self.connects += 1
+            self._cond.notify_all()
+        log.info("MQTT connected to %s:%d", self.host, self.port)
+
+    def _on_disconnect(self, _client: Any, _userdata: Any, _flags: Any, reason_code: Any, _props: Any) -> None:
+        with self._cond:
+            was, self._connected = self._connected, False
+        if was and not self._closing:
+            log.warning("MQTT broker %s:%d went away (%s); reconnecting with backoff", self.host, self.port,
+                        reason_code)
+
+    def _on_publish(self, _client: Any, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
+        with self._cond:
+            if mid in self._own_mids:
+                self._own_mids.discard(mid)
+            else:
+                self.sent += 1
+
+    # producers (camera threads) ------------------------------------------------------------
+    def offer(self, topic: str, payload: str, qos: int) -> None:
+        """Queue a message; never blocks (a full buffer drops it and counts it)."""
+        with self._cond:
+            self.produced += 1
+            if len(self._buf) >= self.bound:
+                self.dropped += 1
+                return
+            self._buf.append((topic, payload.encode("utf-8"), qos))
+            self._cond.notify_all()
+
+    def _send_loop(self) -> None:
+        mqtt = self._mqtt
+        while True:
+            with self._cond:
+                while not (self._buf and self._connected) and not self._closing:
+                    self._cond.wait(0.2)
+                if self._closing and not (self._buf and self._connected):
+                    return
+                topic, payload, qos = self._buf[0]
+            info = self.client.publish(topic, payload, qos=qos)
+            with self._cond:
+                if info.rc == mqtt.MQTT_ERR_SUCCESS:
+                    self._buf.popleft()
+                    self.handed += 1
+                    continue
+                if info.rc == mqtt.MQTT_ERR_NO_CONN:
+                    self._connected = False
+                # paho's own queue is full or the connection just dropped: try again shortly
+                self._cond.wait(0.05)
+
+    def counters(self) -> dict[str, int]:
+        with self._cond:
+            return {"produced": self.produced, "sent": self.sent, "dropped": self.dropped,
+                    "buffered": len(self._buf), "connected": int(self._connected), "connects": self.connects}
+
+    def release(self, flush_timeout_s: float = 2.0) -> None:
+        with self._registry_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            self._registry.pop(self.key, None)
+        with self._cond:
+            deadline_wait = flush_timeout_s
+            while self._buf and deadline_wait > 0:  # also while (re)connecting
+                self._cond.wait(0.05)
+                deadline_wait -= 0.05
+            self._closing = True
+            self._cond.notify_all()
+        self._sender.join(timeout=2.0)
+        try:
+            if self._connected:
+                info = self.client.publish(self.availability, b"offline", qos=1, retain=True)
+                info.wait_for_publish(timeout=max(0.5, flush_timeout_s))
+            self.client.disconnect()
+        except Exception as exc:  # noqa: BLE001 - closing must not fail the run
+            log.debug("MQTT close: %s", exc)
+        finally:
+            self.client.loop_stop()
+        left = len(self._buf)
+        if left:
+            log.warning("MQTT %s:%d: %d messages not sent before close", self.host, self.port, left)

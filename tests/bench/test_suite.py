@@ -1,0 +1,53 @@
+"""``make bench``'s rows: every row runs a shipped pipeline, and an f32 row forces f32 on
+every model of it, in every mode (the baselines read it from the stages' config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.chain import load_chain, load_spec
+from bench.plan import BenchPlan
+from bench.suite import ROWS, format_summary, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.key for r in ROWS])
+def test_row_runs_a_shipped_pipeline_with_valid_overrides(row) -> None:
+    chain = load_chain(load_spec(BenchPlan(pipeline=row.pipeline, config=str(ROOT / "pipelines.yaml"), source="",
+                                           sets=list(row.sets))))
+    precision = {p.stage: p.baseline_config.get("INFERENCE_PRECISION_HINT") for p in [chain.detect, *chain.regions]}
+    if row.key.endswith("-f32"):
+        assert set(precision.values()) == {"f32"}, precision
+    else:
+        assert set(precision.values()) == {None}, precision
+
+
+def test_rows_cover_both_regimes() -> None:
+    keys = [r.key for r in ROWS]
+    assert len(keys) == len(set(keys))
+    default = {(r.regime, r.pipeline) for r in ROWS if r.default}
+    assert {("decode-bound", "persons"), ("decode-bound", "faces"), ("inference-bound", "persons"),
+            ("inference-bound", "faces"), ("inference-bound", "ocr")} <= default
+    assert any(r.cameras == 4 for r in ROWS if r.default and r.regime == "inference-bound")
+
+
+def test_summary_line_per_row() -> None:
+    res = {"modes": {"vapipe": {"fps": 80.0, "cpu_util": 0.97}},
+           "ratios": {"vapipe/naive": 1.5, "vapipe/hand-tuned": 1.1, "vapipe/limit": 0.95,
+                      "vapipe/vapipe-unplanned": 1.02, "vapipe/mediapipe": 2.4},
+           "peers": {"mediapipe": {}},
+           "checks": [{"check": "vapipe/hand-tuned >= 1.2", "value": 1.1, "ok": False},
+                      {"check": "vapipe/naive >= 1.3", "value": 1.5, "ok": True}]}
+    text = format_summary({"faces-720p": ("decode-bound", res)})
+    line = text.splitlines()[1]
+    assert line.startswith("faces-720p") and "1.50" in line and "2.40x mediapipe" in line and "97%" in line
+    assert line.endswith("below target: vapipe/hand-tuned")
+
+
+def test_unknown_row(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--only", "persons-9"])
+    assert "unknown row 'persons-9'" in capsys.readouterr().err

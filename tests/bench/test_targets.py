@@ -1,0 +1,36 @@
+"""Ratios and targets of a bench result."""
+
+from __future__ import annotations
+
+from bench.targets import evaluate
+
+
+def _result(**modes: dict) -> dict:
+    return {"modes": modes, "peers": {}}
+
+
+def test_ratios_limit_and_checks() -> None:
+    res = _result(naive={"fps": 50.0}, **{"hand-tuned": {"fps": 80.0}}, vapipe={"fps": 100.0, "cpu_util": 0.95},
+                  **{"vapipe-unplanned": {"fps": 110.0}, "decode-alone": {"fps": 300.0},
+                     "infer-alone": {"fps": 150.0}, "vapipe-r2": {"fps": 90.0}})
+    out = evaluate(res)
+    assert out["limit_fps"] == 100.0
+    assert out["ratios"] == {"vapipe/naive": 2.0, "vapipe/hand-tuned": 1.25, "vapipe/vapipe-unplanned": 0.909,
+                             "vapipe/limit": 1.0}   # no ratio to the sweep or to the limits' parts
+    checks = {c["check"]: c["ok"] for c in out["checks"]}
+    assert checks == {"vapipe/naive >= 1.3": True, "vapipe/hand-tuned >= 1.2": True, "vapipe/limit >= 0.9": True,
+                      "vapipe/vapipe-unplanned >= 1.0": False, "vapipe CPU >= 90% of the cores": True}
+
+
+def test_peer_target_accuracy_and_camera_spread() -> None:
+    res = _result(vapipe={"fps": 10.0, "cpu_util": 0.5, "fps_per_camera": [3.0, 2.5, 2.0, 2.5]},
+                  rapidocr={"fps": 4.0})
+    res["peers"] = {"rapidocr": {}}
+    res["accuracy"] = {"vapipe": {"accuracy": 0.97}, "rapidocr": {"accuracy": 0.95}}
+    out = evaluate(res)
+    checks = {c["check"]: (c["value"], c["ok"]) for c in out["checks"]}
+    assert checks["vapipe/rapidocr >= 3.0"] == (2.5, False)
+    assert checks["vapipe lines read >= rapidocr's (95.0%)"] == (0.97, True)
+    assert checks["vapipe CPU >= 90% of the cores"] == (0.5, False)
+    assert checks["vapipe per-camera FPS spread <= 10%"] == (0.333, False)
+    assert "limit_fps" not in out

@@ -1,0 +1,142 @@
+"""Session: sources added and removed while a run goes on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import parse_config
+from pipeline.graph import build_graph
+from pipeline.runtime import RunOptions
+from pipeline.session import Session
+from pipeline.testing import COLLECTED
+
+PACED = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {realtime: true, loop: true, fps: 25}}
+      - {name: infer, type: "pipeline.testing:SleepInfer", params: {ms: 3, requests: 2}}
+      - {name: session_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+DETECT = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {realtime: true, loop: true, fps: 25}}
+      - {name: person_detect, type: detect, params: {model: mediapipe/pose_detection, decoder: pose}}
+"""
+
+
+def _session(text: str, tmp_path: Path, **kw) -> Session:
+    graph = build_graph(parse_config(text, "t.yaml").get("p"))
+    return Session(graph, RunOptions(output_dir=tmp_path, handle_signals=False, **kw))
+
+
+def _rate(session: Session, source_id: str, seconds: float) -> float:
+    cam = next(c for c in session.cameras() if c.source_id == source_id)
+    n0, t0 = cam.stats.processed, time.monotonic()
+    time.sleep(seconds)
+    return (cam.stats.processed - n0) / (time.monotonic() - t0)
+
+
+def test_sources_come_and_go_while_the_others_keep_their_rate(tmp_path: Path) -> None:
+    session = _session(PACED, tmp_path)
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=160&height=120"])
+        time.sleep(0.5)
+        alone = _rate(session, a, 1.5)
+        b = session.add_source("testsrc://bars?width=160&height=120")
+        assert b != a  # same URI, distinct id
+        together = _rate(session, a, 1.5)
+        stats_b = session.remove_source(b)
+        after = _rate(session, a, 1.0)
+        assert session.running
+        with pytest.raises(KeyError):
+            session.remove_source(b)
+    finally:
+        summary = session.close()
+    assert summary.error is None
+    for rate in (together, after):
+        assert abs(rate - alone) <= 0.2 * alone, (alone, together, after)
+    assert stats_b.processed > 10 and stats_b.ended is not None
+    frames_b = COLLECTED["session_sink"][b]
+    assert [f.seq for f in frames_b] == list(range(len(frames_b)))  # in order, nothing lost before removal
+    assert len(frames_b) == stats_b.processed
+    frames_a = COLLECTED["session_sink"][a]
+    assert [f.seq for f in frames_a] == list(range(len(frames_a)))
+    assert {s.source for s in summary.sources} == {a, b}
+
+
+def test_a_removed_source_does_not_end_the_session_and_a_new_one_can_join(tmp_path: Path) -> None:
+    session = _session(PACED, tmp_path)
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=96&height=64"])
+        time.sleep(0.3)
+        session.remove_source(a)
+        assert not session.wait(0.3) and not session.running  # idle, not finished
+        c = session.add_source("testsrc://bars?width=96&height=64", source_id="cam-c")
+        time.sleep(0.5)
+        assert c == "cam-c" and [s["id"] for s in session.sources()] == ["cam-c"]
+        assert session.sources()[0]["frames"] > 0
+        with pytest.raises(ValueError, match="in use"):
+            session.add_source("testsrc://bars", source_id="cam-c")
+        session.stop()
+        deadline = time.monotonic() + 15
+        while not session.wait(0.25):
+            assert time.monotonic() < deadline
+    finally:
+        session.close()
+    with pytest.raises(RuntimeError, match="stopping"):
+        session.add_source("testsrc://bars")
+
+
+def test_a_source_that_cannot_open_is_refused_alone(tmp_path: Path) -> None:
+    session = _session(PACED, tmp_path)
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=96&height=64"])
+        with pytest.raises(Exception, match="missing.mp4"):
+            session.add_source(str(tmp_path / "missing.mp4"))
+        time.sleep(0.3)
+        assert [s["id"] for s in session.sources()] == [a] and session.sources()[0]["state"] == "streaming"
+    finally:
+        assert session.close().error is None
+
+
+def test_added_cameras_share_the_compiled_model_and_the_plan_is_revised(tmp_path: Path) -> None:
+    from pipeline.models import resolve_model
+
+    try:
+        resolve_model("mediapipe/pose_detection")
+    except FileNotFoundError as exc:
+        pytest.skip(f"needs the pose detector ({exc})")
+    session = _session(DETECT, tmp_path, cores=8)
+    real = session._plan
+
+    def plan(sources, measure=True):  # the plan for two sources gives the model other threads
+        p = real(sources, measure)
+        if not isinstance(sources, int) and len(sources) == 2:
+            p.infer = {n: {**c, "INFERENCE_NUM_THREADS": c["INFERENCE_NUM_THREADS"] + 1} for n, c in p.infer.items()}
+        return p
+
+    session._plan = plan
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=320&height=240"])
+        plan_one = session.plan
+        time.sleep(1.0)
+        b = session.add_source("testsrc://bars?width=320&height=240")
+        time.sleep(1.5)
+        cams = {c.source_id: c for c in session.cameras()}
+        routes = [next(iter(cams[s].stages["person_detect"]._routes.values())) for s in (a, b)]
+        assert routes[0].model is routes[1].model  # one compiled model, a request pool per camera
+        assert routes[0].pool is not routes[1].pool
+        assert session.plan.sources == 2 and plan_one.sources == 1
+        assert session.plan.infer == plan_one.infer  # kept: the compiled model in use
+        assert "kept" in session.plan_note
+        assert all(s["frames"] > 0 for s in session.sources())
+    finally:
+        summary = session.close()
+    assert summary.error is None and "2 sources" in summary.threads

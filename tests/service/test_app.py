@@ -1,0 +1,135 @@
+"""The REST API in-process: pipelines, instances and their life, sources at run time."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from .conftest import SCENE, wait_state
+
+
+def _start(client, tmp_path: Path, name: str = "scene/1", **body) -> str:
+    body.setdefault("source", {"uri": SCENE, "type": "uri"})
+    r = client.post(f"/pipelines/{name}", json=body)
+    assert r.status_code == 200, r.text
+    assert isinstance(r.json(), str)
+    return r.json()
+
+
+def test_pipelines_are_listed_with_versions_and_parameters(client) -> None:
+    listed = client.get("/pipelines").json()
+    assert {(p["name"], p["version"]) for p in listed} == {("scene", "1"), ("counted", "2")}
+    one = client.get("/pipelines/scene/1").json()
+    assert one["type"] == "vapipe" and "rate" in one["parameters"]["properties"]
+    assert "decode.loop" in one["parameters"]["properties"] and "metadata.path" not in one["parameters"]["properties"]
+    missing = client.get("/pipelines/scene/9")
+    assert missing.status_code == 404 and "scene/9" in missing.json()["detail"]
+    assert "\n" not in missing.json()["detail"]
+    assert client.get("/models").status_code == 200
+
+
+def test_instance_life_file_destination_and_idempotent_stop(client, tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    iid = _start(client, tmp_path, destination={"metadata": {"type": "file", "path": str(out),
+                                                             "format": "json-lines"}},
+                 tags={"site": "lab"})
+    status = client.get(f"/pipelines/{iid}/status").json()
+    assert set(status) >= {"id", "state", "avg_fps", "start_time", "elapsed_time", "message"}
+    assert isinstance(status["avg_fps"], (int, float)) and isinstance(status["message"], str)
+    assert out.exists()  # created at once: clients follow it while the instance runs
+    wait_state(client, iid, ("RUNNING",))
+    deadline = time.monotonic() + 20
+    while client.get(f"/pipelines/status/{iid}").json()["avg_fps"] <= 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    summary = client.get(f"/pipelines/{iid}").json()
+    assert summary["request"]["pipeline"] == {"name": "scene", "version": "1"} and summary["id"] == iid
+    stopped = client.delete(f"/pipelines/{iid}")
+    assert stopped.status_code == 200 and stopped.json()["state"] == "ABORTED"
+    again = client.delete(f"/pipelines/{iid}")
+    assert again.status_code == 200 and again.json()["state"] == "ABORTED"
+    assert client.get(f"/pipelines/status/{iid}").json()["state"] == "ABORTED"  # stays queryable
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records, "no record written"
+    assert records[0]["resolution"] == {"width": 320, "height": 240} and records[0]["tags"] == {"site": "lab"}
+    assert all(isinstance(r["timestamp"], int) and r["objects"] == [] for r in records)
+    assert [r["timestamp"] for r in records] == sorted(r["timestamp"] for r in records)
+
+
+def test_completed_with_vapipe_schema_and_json_format(client, tmp_path: Path) -> None:
+    out = tmp_path / "all.json"
+    iid = _start(client, tmp_path, name="counted/2", source={"uri": "testsrc://list", "type": "uri"},
+                 destination={"metadata": {"type": "file", "path": str(out), "format": "json", "schema": "vapipe"}})
+    status = wait_state(client, iid, ("COMPLETED", "ERROR"))
+    assert status["state"] == "COMPLETED", status["message"]
+    assert status["avg_fps"] > 0 and status["elapsed_time"] > 0 and status["sources"][0]["frames"] == 30
+    records = json.loads(out.read_text())  # one JSON array, complete once the instance ended
+    assert [r["seq"] for r in records] == list(range(30))
+    assert all(r["objects"][0]["label"] == "thing" for r in records)
+
+
+def test_bad_requests_name_the_field(client, tmp_path: Path) -> None:
+    r = client.post("/pipelines/scene/1", json={"source": {"type": "uri"}})
+    assert r.status_code == 422 and "source.uri" in r.json()["detail"], r.json()
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "parameters": {"nope.x": 1}})
+    assert r.status_code == 400 and "parameters.nope.x" in r.json()["detail"]
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "parameters": {"decode.fps": -3}})
+    assert r.status_code == 400 and "fps" in r.json()["detail"]
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": str(tmp_path / "missing.mp4"), "type": "uri"}})
+    assert r.status_code == 400 and "missing.mp4" in r.json()["detail"]
+    r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"},
+                                                 "destination": {"metadata": {"type": "mqtt", "host": "h:1"}}})
+    assert r.status_code == 422 and "topic" in r.json()["detail"]
+    assert client.get("/pipelines/status/nope").status_code == 404
+    assert client.delete("/pipelines/nope").status_code == 404
+
+
+def test_max_running_queues_the_rest(make_client, tmp_path: Path) -> None:
+    client, _ = make_client(max_running=1)
+    first = _start(client, tmp_path)
+    wait_state(client, first, ("RUNNING",))
+    second = _start(client, tmp_path)
+    time.sleep(0.5)
+    queued = client.get(f"/pipelines/status/{second}").json()
+    assert queued["state"] == "QUEUED" and queued["avg_fps"] == 0 and queued["start_time"] == 0
+    client.delete(f"/pipelines/{first}")
+    wait_state(client, second, ("RUNNING",))
+    third = _start(client, tmp_path)
+    assert client.delete(f"/pipelines/{third}").json()["state"] == "ABORTED"  # never started
+    client.delete(f"/pipelines/{second}")
+
+
+def test_declared_parameter_sets_the_stage(client, tmp_path: Path) -> None:
+    iid = _start(client, tmp_path, parameters={"rate": 10})
+    wait_state(client, iid, ("RUNNING",))
+    time.sleep(3.0)
+    fps = client.get(f"/pipelines/status/{iid}").json()["avg_fps"]
+    client.delete(f"/pipelines/{iid}")
+    assert 8.0 < fps < 12.0, fps  # paced at the declared rate (default 25)
+
+
+def test_sources_added_and_removed_while_running(client, tmp_path: Path) -> None:
+    iid = _start(client, tmp_path)
+    wait_state(client, iid, ("RUNNING",))
+    added = client.post(f"/pipelines/{iid}/sources", json={"uri": "testsrc://bars?width=160&height=120"})
+    assert added.status_code == 200, added.text
+    sid = added.json()["id"]
+    time.sleep(1.5)
+    sources = {s["id"]: s for s in client.get(f"/pipelines/{iid}/status").json()["sources"]}
+    assert len(sources) == 2 and sources[sid]["frames"] > 0
+    first = next(k for k in sources if k != sid)
+    removed = client.delete(f"/pipelines/{iid}/sources/{sid}")
+    assert removed.status_code == 200 and [s["id"] for s in removed.json()["sources"]] == [first]
+    before = removed.json()["sources"][0]["frames"]
+    time.sleep(1.0)
+    after = client.get(f"/pipelines/{iid}/status").json()
+    assert after["state"] == "RUNNING" and after["sources"][0]["frames"] > before
+    assert client.delete(f"/pipelines/{iid}/sources/{sid}").status_code == 404
+    idle = client.delete(f"/pipelines/{iid}/sources/{first}").json()
+    assert idle["state"] == "RUNNING" and idle["sources"] == []  # waits for the next camera
+    time.sleep(0.5)
+    assert client.get(f"/pipelines/{iid}/status").json()["state"] == "RUNNING"
+    again = client.post(f"/pipelines/{iid}/sources", json={"uri": SCENE}).json()["id"]
+    assert again not in (first, sid)  # ids are never reused within an instance
+    client.delete(f"/pipelines/{iid}")
+    assert client.post(f"/pipelines/{iid}/sources", json={"uri": SCENE}).status_code == 409

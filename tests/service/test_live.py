@@ -1,0 +1,86 @@
+"""MJPEG live view on a real server: frames only while watched, a departed viewer noticed in 2 s."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import cv2
+import httpx
+import numpy as np
+
+from .test_metrics import _samples
+
+TICKER = "testsrc://ticker?width=640&height=360"
+
+
+def _metric(base: str, name: str) -> float:
+    return sum(_samples(httpx.get(f"{base}/metrics").text, name).values())
+
+
+def _parts(chunks, count: int) -> list[tuple[dict[str, str], bytes, int]]:
+    """The first ``count`` parts of a multipart stream: (headers, JPEG, monotonic ns at receipt).
+    ``chunks`` is an iterator over the body; it is left open (leaving a for loop over
+    ``iter_bytes`` would close the connection)."""
+    buf, out = b"", []
+    for chunk in iter(lambda: next(chunks, b""), b""):
+        buf += chunk
+        while True:
+            head_end = buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                break
+            lines = buf[:head_end].decode().split("\r\n")
+            headers = dict(line.split(": ", 1) for line in lines if ": " in line)
+            length = int(headers["Content-Length"])
+            if len(buf) < head_end + 4 + length + 2:
+                break
+            out.append((headers, buf[head_end + 4:head_end + 4 + length], time.monotonic_ns()))
+            buf = buf[head_end + 4 + length + 2:]
+            if len(out) == count:
+                return out
+    return out
+
+
+def test_mjpeg_only_while_watched_and_departure_noticed(live_server) -> None:
+    base = live_server.url
+    iid = httpx.post(f"{base}/pipelines/scene/1", json={"source": {"uri": TICKER, "type": "uri"}}).json()
+    deadline = time.monotonic() + 30
+    while True:
+        status = httpx.get(f"{base}/pipelines/status/{iid}").json()
+        if status["state"] == "RUNNING" and status["sources"] and status["sources"][0]["frames"] > 10:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    sid = status["sources"][0]["id"]
+    time.sleep(1.0)
+    assert _metric(base, "vapipe_live_frames_total") == 0  # nobody watches: no JPEG made
+
+    with httpx.stream("GET", f"{base}/live/{iid}/{sid}", timeout=10) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("multipart/x-mixed-replace")
+        chunks = r.iter_bytes()  # kept referenced: a collected iterator closes the connection
+        parts = _parts(chunks, 8)
+        assert len(parts) == 8, parts
+        assert _metric(base, "vapipe_live_viewers") == 1
+        chunks.close()
+    left = time.monotonic()
+    images = [cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR) for _, jpeg, _ in parts]
+    assert all(img is not None and img.shape == (360, 640, 3) for img in images)
+    assert any(np.abs(a.astype(int) - b.astype(int)).mean() > 1 for a, b in zip(images, images[1:]))
+    seqs = [int(h["X-Frame-Seq"]) for h, _, _ in parts]
+    gaps = [b - a for a, b in zip(seqs, seqs[1:])]
+    assert min(gaps) >= 4, gaps  # capped at 5 of the scene's 25 frames a second
+    latency_ms = [(t - int(h["X-Captured-Monotonic-Ns"])) / 1e6 for h, _, t in parts]
+    print(f"live view latency (decoder output to client): median {statistics.median(latency_ms):.1f} ms, "
+          f"max {max(latency_ms):.1f} ms")
+
+    while _metric(base, "vapipe_live_viewers") != 0:
+        assert time.monotonic() - left < 2.0, "viewer departure not noticed within 2 s"
+        time.sleep(0.05)
+    noticed = time.monotonic() - left
+    made = _metric(base, "vapipe_live_frames_total")
+    time.sleep(1.0)
+    assert _metric(base, "vapipe_live_frames_total") == made  # production stopped with the viewer
+    print(f"viewer departure noticed after {noticed:.2f} s")
+    assert httpx.get(f"{base}/live/{iid}/nope").status_code == 404
+    httpx.delete(f"{base}/pipelines/{iid}", timeout=30)

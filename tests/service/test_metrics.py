@@ -1,0 +1,53 @@
+"""/metrics: valid for promtool, and the frame counter's rate agrees with the status avg_fps."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.debian import need
+
+from .conftest import SCENE, wait_state
+
+
+def _samples(text: str, name: str) -> dict[tuple, float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_promtool_accepts_the_metrics_and_rate_matches_avg_fps(client) -> None:
+    promtool = need("promtool", "prometheus")
+    iid = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}}).json()
+    wait_state(client, iid, ("RUNNING",))
+    deadline = time.monotonic() + 20
+    while client.get(f"/pipelines/status/{iid}").json()["avg_fps"] <= 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    t1, first = time.monotonic(), client.get("/metrics").text
+    time.sleep(4.0)
+    t2, second = time.monotonic(), client.get("/metrics").text
+    avg_fps = client.get(f"/pipelines/status/{iid}").json()["avg_fps"]
+    client.delete(f"/pipelines/{iid}")
+
+    frames1 = sum(_samples(first, "vapipe_frames_total").values())
+    frames2 = sum(_samples(second, "vapipe_frames_total").values())
+    rate = (frames2 - frames1) / (t2 - t1)
+    assert abs(rate - avg_fps) <= 0.1 * avg_fps, (rate, avg_fps)
+
+    check = subprocess.run([promtool, "check", "metrics"], input=second, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.strip() == "" and check.stderr.strip() == "", check.stdout + check.stderr  # no lint warning
+    states = _samples(second, "vapipe_source_state")
+    assert [dict(k)["state"] for k, v in states.items() if v == 1] == ["streaming"]
+    assert _samples(second, "vapipe_thread_plan_info")
+    buckets = _samples(second, "vapipe_stage_latency_seconds_bucket")
+    bounds = sorted({float(dict(k)["le"]) for k in buckets})
+    assert bounds[0] == 0.001 and bounds[-2] == 2.0 and bounds[-1] == float("inf")
+    for name in ("vapipe_dropped_frames_total", "vapipe_decode_errors_total", "vapipe_reconnects_total",
+                 "vapipe_queue_depth", "vapipe_frame_latency_seconds_count"):
+        assert _samples(second, name), name

@@ -1,0 +1,67 @@
+"""The ``ssd`` family: DetectionOutput [1, 1, N, 7] (rows end at image_id < 0) and boxes + labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+import pytest
+from openvino import opset13 as ops
+
+from tests.stages.models.synthetic import constant_model
+from tests.stages.models.test_yolo import detect
+
+
+def table(rows: list[list[float]], n: int = 20) -> np.ndarray:
+    out = np.zeros((1, 1, n, 7), np.float32)
+    out[0, 0, : len(rows)] = rows
+    return out
+
+
+def test_rows_stop_at_the_first_negative_image_id(tmp_path: Path) -> None:
+    rows = [[0, 1, 0.9, 0.1, 0.2, 0.5, 0.6], [0, 2, 0.4, 0, 0, 1, 1], [0, 2, 0.7, 0.5, 0.5, 1.0, 1.0],
+            [-1, 0, 0, 0, 0, 0, 0], [0, 1, 0.99, 0, 0, 0.5, 0.5]]  # after the end: never a detection
+    path = constant_model(tmp_path / "ssd.xml", {"detection_out": table(rows)}, input_shape=(1, 3, 60, 80),
+                          input_name="data")
+    dets = detect(path, width=160, height=120, labels=["background", "person", "car"])
+    assert dets.label.tolist() == ["person", "car"] and dets.class_id.tolist() == [1, 2]
+    np.testing.assert_allclose(dets.score, [0.9, 0.7], atol=1e-6)
+    # normalised corners times the frame size (stretched input)
+    np.testing.assert_allclose(dets.xyxy, [[16, 24, 80, 72], [80, 60, 160, 120]], atol=1e-3)
+
+
+def test_boxes_and_labels_layout(tmp_path: Path) -> None:
+    boxes = np.zeros((100, 5), np.float32)
+    boxes[0] = [8, 6, 40, 30, 0.8]
+    boxes[1] = [0, 0, 4, 4, 0.3]
+    labels = np.zeros((100,), np.float32)
+    labels[0] = 3
+    path = constant_model(tmp_path / "ssd.xml", {"boxes": boxes, "labels": labels}, input_shape=(1, 3, 60, 80))
+    dets = detect(path, width=160, height=120)
+    assert dets.class_id.tolist() == [3] and dets.label.tolist() == ["#3"]
+    np.testing.assert_allclose(dets.xyxy, [[16, 12, 80, 60]], atol=1e-4)
+
+
+def test_a_real_detection_output_op_gives_its_class_count(tmp_path: Path) -> None:
+    """A DetectionOutput op (one prior, zero offsets): its num_classes checks the labels."""
+    image = ops.parameter([1, 3, 32, 32], np.float32, name="data")
+    zero = ops.multiply(ops.reduce_mean(image, ops.constant([0, 1, 2, 3]), False), ops.constant(np.float32(0)))
+    loc = ops.add(ops.constant(np.zeros((1, 4), np.float32)), zero)
+    conf = ops.add(ops.constant(np.array([[0.1, 0.2, 0.7]], np.float32)), zero)
+    priors = ops.constant(np.array([[[0.25, 0.25, 0.75, 0.5]], [[0.1, 0.1, 0.2, 0.2]]], np.float32).reshape(1, 2, 4))
+    attrs = {"keep_top_k": [10], "nms_threshold": 0.45, "background_label_id": 0, "top_k": 10,
+             "share_location": True, "code_type": "caffe.PriorBoxParameter.CENTER_SIZE", "normalized": True,
+             "confidence_threshold": 0.01, "variance_encoded_in_target": False}
+    from openvino import opset8
+
+    out = opset8.detection_output(loc, conf, priors, attrs)
+    out.output(0).get_tensor().set_names({"detection_out"})
+    ov.save_model(ov.Model([out], [image]), str(tmp_path / "do.xml"))
+    dets = detect(tmp_path / "do.xml", width=64, height=64, threshold=0.5, labels=["bg", "a", "b"])
+    assert dets.label.tolist() == ["b"]
+    np.testing.assert_allclose(dets.xyxy, [[16, 16, 48, 32]], atol=1e-3)
+    # names without the background class (id 0) are accepted too
+    assert detect(tmp_path / "do.xml", width=64, height=64, threshold=0.5, labels=["a", "b"]).label.tolist() == ["b"]
+    with pytest.raises(ValueError, match=r"has 5 names but model .* has 3 classes"):
+        detect(tmp_path / "do.xml", labels=["a", "b", "c", "d", "e"])
