@@ -201,11 +201,14 @@ def _process_started() -> float:
 
 
 def _node_id() -> str:
-    try:
-        import ray
+    import sys
 
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():  # outside Ray (the class used on its own): never connect
+        return ""
+    try:
         return ray.get_runtime_context().get_node_id()
-    except Exception:  # noqa: BLE001 - outside Ray (tests of the class itself)
+    except Exception:  # noqa: BLE001
         return ""
 
 

@@ -61,14 +61,16 @@ def token_available() -> bool:
 
 def use_token_mode() -> None:
     """Token authentication on for this process and the processes it starts: ``RAY_AUTH_MODE=token``,
-    and Ray's configuration read again (Ray reads it once, when it is imported), as Ray itself does
-    when it turns token mode on for a new local cluster."""
+    Ray's configuration read again (Ray reads it once, when it is imported) and its cached token
+    dropped (the token may have been set since), as Ray itself does when it turns token mode on for
+    a new local cluster."""
     os.environ["RAY_AUTH_MODE"] = "token"
     try:
-        from ray._raylet import Config
+        from ray._raylet import AuthenticationTokenLoader, Config
 
         Config.initialize("")
-    except (ImportError, AttributeError):  # a Ray without this entry point reads the environment later
+        AuthenticationTokenLoader.instance().reset_cache()
+    except (ImportError, AttributeError):  # a Ray without these entry points reads the environment later
         pass
 
 
