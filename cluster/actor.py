@@ -80,6 +80,7 @@ class CameraGroup:
         self._starts: dict[str, int] = {t.camera: t.start_seq for t in self.tasks}
         self._exact: dict[str, bool] = {}
         self._before: dict[str, int] = {t.camera: t.frames_before for t in self.tasks}
+        self._lost: dict[str, int | None] = {}  # per camera: video frames its lost placement did not write
         self._state = "starting"
         self._ended = threading.Event()
         self._error: str | None = None
@@ -141,7 +142,7 @@ class CameraGroup:
                                      "ended": s.ended is not None}
         return {"node": self.node_id, "pid": os.getpid(), "state": self._state, "error": self._error,
                 "cameras": cameras, "starts": dict(self._starts), "exact": dict(self._exact),
-                "before": dict(self._before), "timings": dict(self.timings)}
+                "before": dict(self._before), "timings": dict(self.timings), "lost": dict(self._lost)}
 
     def stop(self) -> None:
         """Finish the frames in flight, close every output and return from :meth:`run`."""
@@ -157,12 +158,14 @@ class CameraGroup:
         start, exact = task.start_seq, False
         jsonl = sink_paths(graph, opts.overrides, out, task.camera, "jsonl")
         for i, path in enumerate(jsonl.values()):
-            seq, found, written = prepare_jsonl(path, task.camera, opts.run_id, task.part, task.start_seq,
-                                                self.node_id)
+            resume = prepare_jsonl(path, task.camera, opts.run_id, task.part, task.start_seq, self.node_id)
             if i == 0:  # the first JSON Lines sink decides where the camera continues
-                start, exact = seq, found
-                if written is not None:
-                    self._before[task.camera] = written
+                start, exact = resume.start, resume.exact
+                if resume.frames is not None:
+                    self._before[task.camera] = resume.frames
+                if resume.previous is not None and resume.previous_frames is not None:
+                    self._lost[task.camera] = self._video_lost(graph, task.camera, resume.previous,
+                                                               resume.previous_frames)
         self._starts[task.camera] = start
         self._exact[task.camera] = exact
         own: dict[str, dict[str, Any]] = {name: {"append": True} for name in jsonl}
@@ -172,6 +175,25 @@ class CameraGroup:
             for name in sink_paths(graph, opts.overrides, out, task.camera, "video"):
                 own[name] = {"path": segment_template(str(stage_param(graph, opts.overrides, name, "path")), start)}
         return own
+
+    def _video_lost(self, graph: Any, camera: str, previous: dict[str, Any], written: int) -> int | None:
+        """Frames the previous placement wrote to its JSON Lines (``written``) but not to its video
+        segment (in flight in the encoder when its node died); None without a video sink or a
+        readable segment."""
+        from .resume import segment_template, sink_paths, stage_param, video_frames
+
+        opts = self.options
+        first = int(previous.get("start_seq") or 0)
+        overrides = {k: dict(v) for k, v in opts.overrides.items()}
+        for name in sink_paths(graph, overrides, Path(opts.output_dir), camera, "video"):
+            if int(previous.get("part") or 0) > 0:  # the previous placement wrote a segment of its own
+                template = segment_template(str(stage_param(graph, overrides, name, "path")), first)
+                overrides.setdefault(name, {})["path"] = template
+        for path in sink_paths(graph, overrides, Path(opts.output_dir), camera, "video").values():
+            frames = video_frames(path)
+            if frames is not None:
+                return max(0, written - frames)
+        return None
 
     def _progress(self, stats: list[Any]) -> None:
         with self._lock:

@@ -29,6 +29,9 @@ class Loss:
     resume_seq: int | None = None
     exact: bool | None = None
     pending_polls: int = 0               # polls the camera waited for room
+    #: frames of the lost placement in its JSON Lines but not in its video segment (in flight in the
+    #: encoder); None: no video output, or not readable from the new node
+    video_lost: int | None = None
 
     @property
     def resumed_after_s(self) -> float | None:
@@ -113,8 +116,9 @@ class ClusterSummary:
                 waited = "" if loss.placed_at is None else f" (placed after {loss.placed_at - loss.detected_at:.1f} s"
                 if waited and startup:
                     waited += ", actor start " + ", ".join(f"{k} {v:.1f} s" for k, v in startup.items())
+                video = "" if loss.video_lost is None else f"; {loss.video_lost} frames in flight lost from its video"
                 lines.append(f"  lost on node {loss.node[:12]} ({loss.reason}); continued at seq "
-                             f"{loss.resume_seq} {how}; {after}{waited + ')' if waited else ''}")
+                             f"{loss.resume_seq} {how}{video}; {after}{waited + ')' if waited else ''}")
             if c.error:
                 lines.append(f"  error: {c.error}")
         for n in self.nodes_lost:

@@ -26,11 +26,11 @@ import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["KILL_SAFE_MP4", "MP4_SUFFIXES", "prepare_jsonl", "last_frame_seq", "cluster_overrides",
            "sink_paths", "segment_template", "stage_param",
-           "count_frame_records"]
+           "count_frame_records", "Resume", "video_frames"]
 
 #: muxer options for MP4 outputs of cluster runs: a fragment at least every 0.2 s, written out at once
 KILL_SAFE_MP4 = {"movflags": "+frag_keyframe+empty_moov+default_base_moof", "frag_duration": "200000",
@@ -110,6 +110,12 @@ def segment_template(template: str, start_seq: int) -> str:
 
 def last_frame_seq(path: Path) -> int | None:
     """``seq`` of the last frame record in a JSON Lines file (event lines are skipped), or None."""
+    rec = _last_record(path, lambda r: "event" not in r and isinstance(r.get("seq"), int))
+    return None if rec is None else int(rec["seq"])
+
+
+def _last_record(path: Path, wanted: Any) -> dict[str, Any] | None:
+    """The last complete record of a JSON Lines file for which ``wanted(record)`` is true, read backwards."""
     with open(path, "rb") as fh:
         end = fh.seek(0, os.SEEK_END)
         pos, carry = end, b""
@@ -122,8 +128,8 @@ def last_frame_seq(path: Path) -> int | None:
             carry = lines[0] if pos > 0 else b""  # maybe the tail of a line that starts further back
             for line in reversed(lines[1:] if pos > 0 else lines):
                 rec = _record(line)
-                if rec is not None and "event" not in rec and isinstance(rec.get("seq"), int):
-                    return int(rec["seq"])
+                if rec is not None and wanted(rec):
+                    return rec
     return None
 
 
@@ -159,20 +165,44 @@ def _cut_partial_line(path: Path) -> None:
 
 def count_frame_records(path: Path) -> int:
     """Complete frame records (lines that are not event lines) in a JSON Lines file of the metadata sink."""
+    return _count(path)[0]
+
+
+def _count(path: Path) -> tuple[int, int]:
+    """(frame records, frame records after the last ``placed`` event) of a JSON Lines file."""
+    total = since = 0
     with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.endswith(b"\n") and not line.startswith(b'{"event"'))
+        for line in fh:
+            if not line.endswith(b"\n"):
+                continue
+            if not line.startswith(b'{"event"'):
+                total += 1
+                since += 1
+            elif line.startswith(b'{"event":"placed"'):
+                since = 0
+    return total, since
 
 
-def prepare_jsonl(path: Path, camera: str, run_id: str, part: int, fallback_seq: int,
-                  node: str = "") -> tuple[int, bool, int | None]:
-    """Make ``path`` ready for placement ``part`` of ``camera`` in run ``run_id``; returns
-    (seq to start at, whether it came from the file, frame records already in the file or None).
+class Resume(NamedTuple):
+    """Where a placement starts: ``start`` seq, whether it came from the camera's own output
+    (``exact``), the frame records that output already holds, the previous placement's ``placed``
+    event found there (its ``part`` and ``start_seq``), if any, and the frame records it wrote."""
+
+    start: int
+    exact: bool
+    frames: int | None = None
+    previous: dict[str, Any] | None = None
+    previous_frames: int | None = None
+
+
+def prepare_jsonl(path: Path, camera: str, run_id: str, part: int, fallback_seq: int, node: str = "") -> Resume:
+    """Make ``path`` ready for placement ``part`` of ``camera`` in run ``run_id`` (see :class:`Resume`).
 
     Part 0 starts a new file at ``fallback_seq``.  A later part continues a file of the same run
     after its last frame record; without one (not reachable from this node, or of another run)
     it starts a new file at ``fallback_seq``.  The file then ends with a ``placed`` event line
     and the camera's sink appends after it."""
-    start, exact, frames = fallback_seq, False, None
+    start, exact, frames, previous, previous_frames = fallback_seq, False, None, None, None
     ours = False
     if part > 0 and path.is_file():
         first = _first_record(path)
@@ -180,7 +210,8 @@ def prepare_jsonl(path: Path, camera: str, run_id: str, part: int, fallback_seq:
     if ours:
         _cut_partial_line(path)
         last = last_frame_seq(path)
-        frames = count_frame_records(path)
+        frames, previous_frames = _count(path)
+        previous = _last_record(path, lambda r: r.get("event") == "placed" and r.get("run") == run_id)
         if last is not None:
             start, exact = last + 1, True
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -188,4 +219,15 @@ def prepare_jsonl(path: Path, camera: str, run_id: str, part: int, fallback_seq:
              "start_seq": start, "node": node}
     with open(path, "a" if ours else "w", encoding="utf-8") as fh:
         fh.write(json.dumps(event, separators=(",", ":")) + "\n")
-    return start, exact, frames
+    return Resume(start, exact, frames, previous, previous_frames)
+
+
+def video_frames(path: Path) -> int | None:
+    """Video packets a (possibly cut short) file holds, read without decoding; None if unreadable."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            return sum(1 for p in container.demux(video=0) if p.size)
+    except (av.FFmpegError, OSError):
+        return None

@@ -386,6 +386,7 @@ class ClusterRun:
                         loss.resumed_at = now
                         loss.resume_seq = starts.get(name)
                         loss.exact = status.get("exact", {}).get(name)
+                        loss.video_lost = status.get("lost", {}).get(name)
                         self._count_unseen(cam, loss, status.get("before", {}).get(name))
 
     @staticmethod

@@ -22,7 +22,7 @@ def _frames(first: int, count: int) -> str:
 def test_first_placement_starts_the_file_with_its_event(tmp_path: Path) -> None:
     path = tmp_path / "cam.jsonl"
     path.write_text("old run\n", encoding="utf-8")
-    assert prepare_jsonl(path, "cam", "run1", 0, 0, "node-a") == (0, False, None)
+    assert prepare_jsonl(path, "cam", "run1", 0, 0, "node-a") == (0, False, None, None, None)
     (event,) = _records(path)
     assert (event["event"], event["run"], event["part"], event["start_seq"], event["node"]) == \
         ("placed", "run1", 0, 0, "node-a")
@@ -33,8 +33,9 @@ def test_later_placement_continues_after_the_last_record_and_cuts_a_partial_line
     prepare_jsonl(path, "cam", "run1", 0, 0)
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(_frames(0, 40) + '{"event":"stalled","source":"cam"}\n' + '{"source":"cam","seq":40,"obj')
-    start, exact, frames = prepare_jsonl(path, "cam", "run1", 1, 35)  # the driver had seen up to seq 34
-    assert (start, exact, frames) == (40, True, 40)
+    start, exact, frames, previous, written = prepare_jsonl(path, "cam", "run1", 1, 35)  # driver saw up to 34
+    assert (start, exact, frames, written) == (40, True, 40, 40)
+    assert (previous["part"], previous["start_seq"]) == (0, 0)
     recs = _records(path)  # every line whole again; the new placement's event last
     assert recs[-1]["event"] == "placed" and recs[-1]["start_seq"] == 40 and recs[-2]["event"] == "stalled"
     assert [r["seq"] for r in recs if "event" not in r] == list(range(40))

@@ -184,6 +184,7 @@ def test_node_killed_mid_run(ray_cluster: Any, clips: dict[str, Path], rtsp_serv
             assert FRAMES - IN_FLIGHT <= sum(frames) <= FRAMES, (name, frames)
             print(f"{name}: killed segment {frames[0]} of {start} frames written to JSON Lines, "
                   f"{start - frames[0]} lost in flight")
+            assert cams[name].losses[0].video_lost == start - frames[0]  # counted by the run itself
         else:
             assert frames == [FRAMES], (name, frames)
 
@@ -193,3 +194,6 @@ def test_node_killed_mid_run(ray_cluster: Any, clips: dict[str, Path], rtsp_serv
         if name in orphans:
             start = cams[name].losses[0].resume_seq
             assert start in seqs and seqs[seqs.index(start) - 1] == start - 1, name
+            frames = _video_frames(tmp_path / f"{name}.mp4")  # the killed segment plays
+            lost = seqs.index(start) - frames
+            assert 0 <= lost <= IN_FLIGHT and cams[name].losses[0].video_lost == lost, (name, lost)
