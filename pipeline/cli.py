@@ -64,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "plan again from the observed costs and apply it (once)")
     r.add_argument("--overrides", default=None, metavar="FILE",
                    help="YAML {stage: {param: value}} applied before --set (e.g. written by vapipe tune)")
+    r.add_argument("--cluster", default=None, metavar="ray://HOST:PORT|HOST:PORT|auto",
+                   help="run the cameras on a Ray cluster (needs vapipe[cluster]): spread over its nodes, moved to "
+                        "the others when a node dies")
+    r.add_argument("--cpus-per-camera", type=float, default=None, metavar="F",
+                   help="with --cluster: Ray CPUs reserved per camera (default: its measured cost at --camera-fps)")
+    r.add_argument("--camera-fps", type=float, default=25.0, metavar="FPS",
+                   help="with --cluster: the frame rate the default --cpus-per-camera is sized for (default 25)")
+    r.add_argument("--cameras-per-actor", type=int, default=None, metavar="N",
+                   help="with --cluster: cameras per actor process at most (default 32)")
 
     # `vapipe bench` is the bench package's (a tools layer on the core): its arguments are handed over.
     b = sub.add_parser("bench", help="pipeline vs naive and hand-tuned loops, peers and the machine's limits",
@@ -275,6 +284,10 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
     if args.cores is not None and args.cores < 0:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
+    if args.cluster:
+        from cluster.cli import run_on_cluster  # the cluster layer imports the core, never the reverse
+
+        return run_on_cluster(args, spec, config_path)
     from .trace import Tracer
 
     priorities = _priorities(args.priority, args.min_fps, len(args.source))

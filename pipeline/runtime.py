@@ -38,7 +38,7 @@ from .stage import InferStage, Stage
 from .stats import LatencyStats, RunSummary, SourceStats
 from .trace import LaneAllocator, Tracer
 
-__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure"]
+__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals"]
 
 log = logging.getLogger("vapipe")
 _END = object()
@@ -68,6 +68,13 @@ class RunOptions:
     replan: bool = False                   # apply a new thread plan when the observed costs call for one
     #: per source (same order): priority on shared models (pipeline/arbiter.py); None: all alike
     priorities: "list[SourcePriority] | None" = None
+    #: set from another thread to stop the run as SIGTERM does (frames in flight finish, outputs close)
+    stop_event: threading.Event | None = None
+    #: per source (same order): its name in outputs and summaries; None: from the URIs (source_ids)
+    source_ids: list[str] | None = None
+    #: per source (same order): stage overrides for that camera only, over ``overrides``
+    #: (e.g. ``{"decode": {"start_frame": 120}}``)
+    source_overrides: list[dict[str, dict[str, Any]]] | None = None
 
 
 class GraphExecutor:
@@ -195,7 +202,7 @@ class _Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
                  stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
-                 priority: SourcePriority | None = None) -> None:
+                 priority: SourcePriority | None = None, own: dict[str, dict[str, Any]] | None = None) -> None:
         self.graph = graph
         self.opts = opts
         self.uri = uri
@@ -205,6 +212,8 @@ class _Camera:
         self.stage_stats = stage_stats
         self.report_failure = report_failure
         overrides = {k: dict(v) for k, v in opts.overrides.items()}
+        for name, params in (own or {}).items():  # this camera's own overrides
+            overrides.setdefault(name, {}).update(params)
         overrides.setdefault(graph.source, {})["uri"] = uri
         if opts.sync or opts.requests:
             for name, cls in graph.classes().items():
@@ -436,7 +445,7 @@ class _Camera:
             self.stats.ended = time.monotonic()
 
     def _output(self, frame: Frame) -> None:
-        self.stats.frame_out(frame.captured_ns)
+        self.stats.frame_out(frame.captured_ns, frame.seq)
         if self.on_frame is not None:
             self.on_frame(self.source_id, frame)
 
@@ -520,11 +529,11 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
         priorities = []  # all alike: no arbitration
     session = Session(graph, opts, expected_sources=len(sources))
     signalled = threading.Event()
-    restore = _install_signals(session.stop_sources, signalled) if opts.handle_signals else None
+    restore = install_signals(session.stop_sources, signalled) if opts.handle_signals else None
     check: PlanCheck | None = None
     try:
         try:
-            session.add_sources(list(sources), priorities or None)
+            session.add_sources(list(sources), priorities or None, ids=opts.source_ids, own=opts.source_overrides)
         except StageFailure as exc:
             session.failures.append(str(exc))
         else:
@@ -551,7 +560,9 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
     return summary
 
 
-def _install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:
+def install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:
+    """On the main thread: SIGINT/SIGTERM set ``signalled`` and ``stop`` (a second one raises
+    KeyboardInterrupt); returns a function restoring the previous handlers (None elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         return None
     previous: dict[int, Any] = {}

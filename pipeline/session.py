@@ -65,7 +65,7 @@ class Session:
         self.on_frame = on_frame
         self.stage_stats = {n: LatencyStats() for n in graph.order if n != graph.source}
         self.started = time.monotonic()
-        self.stop_sources = threading.Event()
+        self.stop_sources = self.opts.stop_event if self.opts.stop_event is not None else threading.Event()
         self.failures: list[str] = []
         self._aborted = threading.Event()
         self._lock = threading.RLock()
@@ -130,16 +130,22 @@ class Session:
         return self._overrides
 
     # sources ---------------------------------------------------------------------------
-    def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None) -> list[str]:
+    def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,
+                    ids: list[str] | None = None, own: list[dict[str, dict[str, Any]]] | None = None) -> list[str]:
         """Open every source first, then start them together; any failure to open raises
         (:class:`StageFailure` or the source's one-line error) and starts none.  ``priorities``:
-        one per source, on the models the cameras share (:mod:`pipeline.arbiter`)."""
+        one per source, on the models the cameras share (:mod:`pipeline.arbiter`); ``ids``: their
+        names (default: from the URIs); ``own``: per source, stage overrides for that camera only."""
         with self._lock:
             self._check_open()
             taken = set(self._cameras) | self._closed_ids
-            ids = _unique_ids(uris, taken)
+            if ids is not None and (len(ids) != len(uris) or len(set(ids)) != len(ids) or set(ids) & taken):
+                raise ValueError(f"{len(uris)} sources need as many distinct source ids not in use")
+            if own is not None and len(own) != len(uris):
+                raise ValueError(f"{len(own)} per-source overrides for {len(uris)} sources")
+            ids = list(ids) if ids is not None else _unique_ids(uris, taken)
             opts = replace(self.opts, overrides=self._revise_plan(uris))
-            cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None)
+            cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
             opened: list[_Camera] = []
             try:
@@ -211,10 +217,11 @@ class Session:
         if self._aborted.is_set() or self.stop_sources.is_set():
             raise RuntimeError("the run is stopping; no source can be added")
 
-    def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None) -> _Camera:
+    def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None,
+                own: dict[str, dict[str, Any]] | None = None) -> _Camera:
         abort = threading.Event()  # per camera: remove_source may force one camera to stop
         cam = _Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
-                      self._report_failure, priority)
+                      self._report_failure, priority, own)
         cam.decoder_nice = self.plan.decoder_nice
         cam.on_frame = self.on_frame
         return cam

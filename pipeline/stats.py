@@ -63,13 +63,16 @@ class SourceStats:
     priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
     state: str | None = None  # last state a live source reported (connecting, streaming, ...)
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
+    last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def frame_out(self, captured_ns: int) -> None:
+    def frame_out(self, captured_ns: int, seq: int | None = None) -> None:
         now = time.monotonic()
         with self.lock:
             self.processed += 1
+            if seq is not None:
+                self.last_seq = seq
             if self.first_out is None:
                 self.first_out = now
             self.last_out = now
@@ -87,6 +90,7 @@ class SourceStats:
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
+                "last_seq": self.last_seq,
                 "latency": {k: round(v, 2) for k, v in self.latency.summary().items()}, "error": self.error,
                 "counters": self.counters}
 

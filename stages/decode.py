@@ -88,6 +88,9 @@ class Decode(SourceStage):
         reconnect: Reconnect = Field(default_factory=Reconnect)
         max_decode_errors: int = Field(50, ge=1, description="undecodable packets in a row before a live "
                                        "source reconnects")
+        start_frame: int = Field(0, ge=0, description="first frame to deliver, 0-based; its seq number, and "
+                                 "the numbering goes on from it (files seek to the keyframe before it and decode "
+                                 "forward; live sources cannot seek: only their numbering starts there)")
         probe_s: float = Field(1.0, gt=0, description="how much of a live stream FFmpeg reads to learn its "
                                "format (analyzeduration); shorter connects faster (measured on RTSP: 2.3 s with "
                                "FFmpeg's default, 1.1 s with 1 s, 0.6 s with 0.5 s)")
@@ -126,7 +129,7 @@ class Decode(SourceStage):
         uri = self.params.uri
         if not uri:
             raise SourceError("no source given; pass --source FILE|URL|FOLDER|testsrc://PATTERN")
-        self._seq = 0
+        self._seq = self.params.start_frame
         self.decode_errors = 0
         if uri.startswith("testsrc://"):
             self._reader = SceneReader(uri, self.params.fps)
@@ -136,6 +139,8 @@ class Decode(SourceStage):
             self._reader = None  # connected (and reconnected) by units()
         else:
             self._reader = self._open_video()
+        if self._reader is not None and self.params.start_frame:
+            self._reader.start_at(self.params.start_frame)
         self._decoder = self._reader
 
     def _open_video(self) -> VideoReader:

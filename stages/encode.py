@@ -74,6 +74,9 @@ class Encode(Stage):
         fps: float | None = Field(None, gt=0, description="nominal rate in frames/s: clock for frames "
                                   "without timestamps and the encoder's rate hint; None = source_fps or 25")
         view: SinkView = Field("source", description=SINK_VIEW_HELP + "; a crop is outlined on the source")
+        container_options: dict[str, str] = Field(default_factory=dict, description="FFmpeg muxer options, "
+                                                  "e.g. {movflags: +frag_keyframe+empty_moov} for an MP4 that "
+                                                  "stays playable if the process is killed")
 
     params: Params
 
@@ -194,7 +197,8 @@ class Encode(Stage):
         # 90 kHz first; MPEG-4 part 2 style encoders cap the clock at 65535 Hz,
         # some legacy ones only take 1/rate.
         for tb in dict.fromkeys((TIME_BASE, FALLBACK_TIME_BASE, 1 / rate)):
-            container = av.open(str(self.path), mode="w")
+            container = av.open(str(self.path), mode="w",
+                                container_options={str(k): str(v) for k, v in p.container_options.items()})
             try:
                 stream = container.add_stream(p.codec, rate=rate)
                 stream.width, stream.height = width, height

@@ -52,5 +52,9 @@ class Reader:
     def continue_after(self, seconds: float) -> None:
         """Shift this reader's timestamps so that they start at ``seconds``."""
 
+    def start_at(self, index: int) -> None:
+        """Deliver frames from the ``index``-th (0-based) on; called once, before ``units``."""
+        raise SourceError(f"{type(self).__name__} cannot start at frame {index}")
+
     def close(self) -> None:
         pass

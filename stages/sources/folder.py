@@ -19,9 +19,14 @@ class FolderReader(Reader):
         self.total_frames = len(self.paths)
         self.frame_rate = fps
         self._index = 0
+        self._first = 0  # the first pass starts here (start_at); a loop starts again at 0
+
+    def start_at(self, index: int) -> None:
+        self._index = self._first = index
 
     def units(self) -> Iterator[Any]:
-        yield from enumerate(self.paths)
+        first, self._first = self._first, 0
+        yield from enumerate(self.paths[first:], first)
 
     def unit_time(self, unit: Any) -> float | None:
         return unit[0] / self.frame_rate

@@ -15,10 +15,14 @@ class SceneReader(Reader):
         self.frame_rate = float(options.get("fps", fps))
         self.total_frames = options.get("frames")
         self._index = 0
+        self._first = 0  # the first pass starts here (start_at); a loop starts again at 0
+
+    def start_at(self, index: int) -> None:
+        self._index = self._first = index
 
     def units(self) -> Iterator[Any]:
         limit = self.total_frames
-        i = 0
+        i, self._first = self._first, 0
         while limit is None or i < limit:
             yield i
             i += 1

@@ -83,6 +83,23 @@ class VideoReader(Reader):
         self._last_pts: int | None = None
         self._last_unit_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
+        self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
+
+    def start_at(self, index: int) -> None:
+        """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
+        stream's frame rate) and deliver frames from ``index`` on; the ones between the
+        keyframe and ``index`` are decoded (they are references) and dropped."""
+        if index <= 0:
+            return
+        start = int(self.stream.start_time) if self.stream.start_time is not None else 0
+        target = start + index * self._step
+        try:
+            self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
+        except Exception as exc:  # noqa: BLE001 - PyAV raises several kinds for unseekable inputs
+            raise SourceError(f"cannot start {self.uri} at frame {index}: {ffmpeg_reason(exc)}") from None
+        self._skip_before = target
+        if self.total_frames:
+            self.total_frames = max(0, self.total_frames - index)
 
     def units(self) -> Iterator[Any]:
         import av
@@ -109,8 +126,8 @@ class VideoReader(Reader):
 
     def unit_time(self, unit: Any) -> float | None:
         ts = unit.pts if unit.pts is not None else unit.dts
-        if ts is None:
-            return None
+        if ts is None or (self._skip_before is not None and ts < self._skip_before):
+            return None  # unknown, or before the start frame: not paced
         t = float((ts + self._offset) * self.time_base)
         self._last_unit_time = t if self._last_unit_time is None else max(self._last_unit_time, t)
         return t
@@ -137,6 +154,10 @@ class VideoReader(Reader):
             self.consecutive_errors = 0
         out = []
         for f in frames:
+            if self._skip_before is not None and f.pts is not None:
+                if f.pts < self._skip_before:
+                    continue  # before the start frame (decoded from the keyframe on)
+                self._skip_before = None
             if getattr(f, "is_corrupt", False):
                 # FFmpeg concealed damaged data (corrupt slices, missing references): the frame
                 # is passed on, and counted as a decode error

@@ -127,3 +127,32 @@ def test_stop_policy_ends_the_run_with_a_one_line_error(tmp_path: Path) -> None:
 def test_user_stages_skip_per_frame_errors_by_default(tmp_path: Path) -> None:
     summary, out = _run(FAILING.replace("ON_ERROR", ""), tmp_path)
     assert summary.error is None and summary.sources[0].skipped_errors == 4
+
+
+def test_names_and_own_overrides_per_source(tmp_path: Path) -> None:
+    summary, collected = _run(LINEAR, tmp_path, sources=["a", "a"], source_ids=["north", "south"],
+                              source_overrides=[{}, {"src": {"count": 12}}])
+    assert [s.source for s in summary.sources] == ["north", "south"]
+    assert [len(collected[n]) for n in ("north", "south")] == [30, 12]
+    assert [s.last_seq for s in summary.sources] == [29, 11]
+
+
+def test_names_must_be_distinct(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="distinct source ids"):
+        _run(LINEAR, tmp_path, sources=["a", "b"], source_ids=["x", "x"])
+
+
+def test_stop_event_ends_the_run_like_a_signal(tmp_path: Path) -> None:
+    import threading
+
+    stop = threading.Event()
+    text = LINEAR.replace("count: 30", "count: 100000")
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    try:
+        summary, collected = _run(text, tmp_path, stop_event=stop)
+    finally:
+        timer.cancel()
+    frames = collected["cam"]
+    assert summary.error is None and 0 < len(frames) < 100000
+    assert [f.seq for f in frames] == list(range(len(frames)))  # frames in flight finished, in order

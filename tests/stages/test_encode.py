@@ -343,3 +343,32 @@ def test_sigterm_handler_closing_mid_stream(tmp_path: Path) -> None:
     frames, _ = decode(tmp_path / "cam.mp4")
     assert len(frames) >= 20 and abs(len(frames) - written) <= 1  # the interrupted frame may still land
     assert np.all(np.diff(times(frames)) > 0)
+
+
+KILLED_WRITER = """
+import os, sys
+from fractions import Fraction
+import numpy as np
+from pipeline.frame import Frame
+from stages.encode import Encode
+stage = Encode(path=sys.argv[1], preset="ultrafast", container_options={
+    "movflags": "+frag_keyframe+empty_moov+default_base_moof", "frag_duration": "200000", "flush_packets": "1"})
+stage.open()
+for i in range(50):
+    stage(Frame.from_image(np.full((120, 160, 3), i * 4, np.uint8), "cam", i, pts=i * 512, time_base=Fraction(1, 12800)))
+os._exit(0)  # killed: nothing closes the file
+"""
+
+
+def test_container_options_make_an_mp4_that_survives_a_killed_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "killed.mp4"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)], check=True, cwd=root, timeout=120)
+    with av.open(str(path)) as container:
+        frames = [f.to_ndarray(format="gray") for f in container.decode(video=0)]
+    # fragments of at most 0.2 s (5 frames) are written as they fill: all but the last ones play
+    assert 40 <= len(frames) <= 50
+    assert abs(float(frames[-1].mean()) - 4 * (len(frames) - 1)) < 6  # the frames kept are the first ones

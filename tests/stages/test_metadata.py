@@ -164,3 +164,16 @@ def test_resolve_output(tmp_path: Path) -> None:
     assert path == tmp_path / "out" / "meta" / "cam_1.jsonl" and path.parent.is_dir()
     with pytest.raises(StageError, match="template"):
         resolve_output("{output}/{camera}.jsonl", S())
+
+
+def test_append_keeps_what_the_file_holds(tmp_path: Path) -> None:
+    path = tmp_path / "lobby_cam.jsonl"
+    path.write_text('{"event":"placed","source":"lobby cam"}\n{"source":"lobby cam","seq":0}\n', encoding="utf-8")
+    with make_stage(tmp_path, append=True) as stage:
+        stage(frame(1))
+    recs = lines(path)
+    assert [r.get("event") for r in recs] == ["placed", None, None]
+    assert [r["seq"] for r in recs[1:]] == [0, 1]
+    with make_stage(tmp_path) as stage:  # the default starts the file anew
+        stage(frame(2))
+    assert [r["seq"] for r in lines(path)] == [2]

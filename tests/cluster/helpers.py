@@ -1,0 +1,69 @@
+"""A real multi-node Ray cluster on this machine, and small clips for its cameras."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+#: node loss is detected after 3 missed health checks 0.5 s apart (Ray's default: 5 x 3 s)
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
+                      "health_check_timeout_ms": 500, "health_check_failure_threshold": 3}
+OBJECT_STORE = 80 * 1024 * 1024  # bytes per node (Ray's minimum is about 75 MiB)
+
+
+def enable_token_auth() -> dict[str, str | None]:
+    """Token authentication for the cluster this process starts (as Ray 2.59+ does for local
+    clusters): a fresh token in RAY_AUTH_TOKEN, inherited by the nodes; returns the previous values."""
+    from cluster.connect import use_token_mode
+
+    before = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    use_token_mode()
+    return before
+
+
+def restore_env(before: dict[str, str | None]) -> None:
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def start_cluster(workers: int, cpus: float = 1.0) -> Any:
+    """A head without CPUs (no camera lands there), no dashboard, and ``workers`` nodes of ``cpus`` CPUs."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE,
+        "_system_config": FAST_HEALTH_CHECKS})
+    for _ in range(workers):
+        cluster.add_node(wait=False, num_cpus=cpus, object_store_memory=OBJECT_STORE)
+    cluster.wait_for_nodes(timeout=120)
+    return cluster
+
+
+def make_clip(path: Path, frames: int, size: tuple[int, int] = (320, 240), fps: int = 25, gop: int = 25) -> Path:
+    """An H.264 clip whose every frame differs (a bar moves, the grey level changes), IDR every ``gop`` frames."""
+    import av
+    import numpy as np
+
+    width, height = size
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"g": str(gop), "preset": "veryfast", "crf": "30"}
+        for i in range(frames):
+            img = np.full((height, width, 3), (i * 5) % 200 + 20, np.uint8)
+            x = (i * 3) % (width - 16)
+            img[:, x:x + 16] = (255, 128, 0)
+            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path

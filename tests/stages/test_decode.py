@@ -1,0 +1,59 @@
+"""Decode's ``start_frame``: a source that starts at frame N delivers exactly frames N.. of the
+whole source, numbered from N (video files seek to the keyframe before N and decode forward)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from stages.decode import Decode
+from tests.cluster.helpers import make_clip
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # B-frames (libx264 veryfast) and an IDR frame every 25 frames: starts fall between keyframes
+    return make_clip(tmp_path_factory.mktemp("decode") / "clip.mp4", 80, size=(96, 64))
+
+
+def frames(uri: str, **params) -> list[tuple[int, np.ndarray, float | None]]:
+    with Decode(uri=uri, **params) as source:
+        return [(f.seq, f.image().copy(), f.pts_time) for f in source.frames()]
+
+
+@pytest.mark.parametrize("start", [1, 24, 25, 26, 61, 79])
+def test_video_starts_at_the_frame_asked(clip: Path, start: int) -> None:
+    whole = frames(str(clip))
+    part = frames(str(clip), start_frame=start)
+    assert [s for s, _, _ in part] == list(range(start, 80))
+    for (seq, img, t), (seq0, img0, t0) in zip(part, whole[start:]):
+        assert np.array_equal(img, img0) and t == t0, seq
+
+
+def test_video_start_past_the_end_delivers_nothing(clip: Path) -> None:
+    assert frames(str(clip), start_frame=80) == []
+
+
+def test_a_looping_source_starts_its_later_passes_at_the_beginning(tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(5):
+        cv2.imwrite(str(folder / f"{i:02d}.png"), np.full((8, 8, 3), i * 40, np.uint8))
+    with Decode(uri=str(folder), start_frame=3, loop=True) as source:
+        got = []
+        for f in source.frames():
+            got.append((f.seq, int(f.image()[0, 0, 0])))
+            if len(got) == 7:
+                break
+    assert got == [(3, 120), (4, 160), (5, 0), (6, 40), (7, 80), (8, 120), (9, 160)]
+
+
+def test_synthetic_scene_starts_at_the_frame_asked() -> None:
+    uri = "testsrc://bars?width=64&height=48&frames=12"
+    whole = frames(uri)
+    part = frames(uri, start_frame=7)
+    assert [s for s, _, _ in part] == list(range(7, 12))
+    assert all(np.array_equal(a[1], b[1]) and a[2] == b[2] for a, b in zip(part, whole[7:]))
