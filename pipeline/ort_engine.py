@@ -199,7 +199,7 @@ class OrtEngine:
         keys ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` set its threads (others are
         OpenVINO's and ignored: ORT's CPU provider computes in f32).  ``keep=False`` opens a
         one-off session (not cached) with its own single thread, leaving the global pool
-        alone (the planner's measurements)."""
+        alone (the planner's measurements; on the global pool once it exists)."""
         path = Path(path)
         if device.upper() != "CPU":
             raise EngineError(f"engine onnxruntime runs on the CPU execution provider; device {device!r} is "
@@ -226,7 +226,10 @@ class OrtEngine:
         ort = _ort()
         options = ort.SessionOptions()
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if shared_pool:  # the process-wide pool (per-session thread counts would be ignored)
+        if shared_pool or _GLOBAL_POOL is not None:
+            # the process-wide pool: per-session thread counts would be ignored, and once the pool
+            # exists ORT refuses sessions with their own threads (a late one-off measurement then
+            # runs on the pool, at its size)
             options.use_per_session_threads = False
             global_pool(per_run)
         else:

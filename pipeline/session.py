@@ -91,7 +91,7 @@ class Session:
             if self.opts.switch_interval_s:
                 sys.setswitchinterval(self.opts.switch_interval_s)
             self._restore.append(lambda: sys.setswitchinterval(old_interval))
-            self._restore_global = apply_global(self.plan)
+            self._restore_global = apply_global(self.plan, ort_pool=False)  # ORT's pool: once measured
 
     # thread plan -----------------------------------------------------------------------
     def _plan(self, sources: int | list[str], measure: bool = True) -> Any:

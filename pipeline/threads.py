@@ -342,9 +342,11 @@ def _params(graph: Any, name: str, overrides: dict[str, dict[str, Any]] | None) 
 # --------------------------------------------------------------------------------------------
 # process-wide settings
 
-def apply_global(plan: ThreadPlan) -> Callable[[], None]:
-    """Set OpenCV's threads, and PyTorch's and BLAS's when those are already loaded;
-    returns a function that restores the previous values."""
+def apply_global(plan: ThreadPlan, ort_pool: bool = True) -> Callable[[], None]:
+    """Set OpenCV's threads, and PyTorch's and BLAS's when those are already loaded, and
+    (``ort_pool``) create ONNX Runtime's process-wide pool, which can be sized only once: pass
+    False for a plan made before the costs are measured.  Returns a function that restores the
+    previous values."""
     undo: list[Callable[[], None]] = []
     if not plan.enabled:
         return lambda: None
@@ -365,7 +367,7 @@ def apply_global(plan: ThreadPlan) -> Callable[[], None]:
             torch.set_num_interop_threads(1)
         except RuntimeError:
             pass
-    if any(i.engine == "onnxruntime" for i in plan.infos) or "onnxruntime" in sys.modules:
+    if ort_pool and (any(i.engine == "onnxruntime" for i in plan.infos) or "onnxruntime" in sys.modules):
         # ORT's process-wide pool can be sized once, before the first session: do it here
         try:
             from .ort_engine import global_pool
