@@ -1,8 +1,8 @@
 """vapipe's detectors against OpenVINO's own model_api on the shared models and clips.
 
-Frames: every 3rd of 200 of ``car-detection.mp4`` and of ``one-by-one-person-detection.mp4``
-and every 2nd of 60 of a 1280x720 re-encode of the latter (plus every 2nd frame of the head-pose
-GIF for the face detector, so that it sees faces), decoded once.  On every frame both must find the same objects:
+Frames: 200 of ``car-detection.mp4``, 200 of ``one-by-one-person-detection.mp4`` and 60
+of a 1280x720 re-encode of the latter (plus the head-pose GIF for the face detector, so
+that it sees faces), decoded once.  On every frame both must find the same objects:
 matched one to one, corners within 1.5 px (model_api rounds boxes to whole pixels),
 scores within 0.02, equal class ids.
 
@@ -45,9 +45,9 @@ def clips(videos_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     person = videos_dir / "one-by-one-person-detection.mp4"
     hd = encode(decode(person, 900, 60), tmp_path_factory.mktemp("hd") / "person-720p.mp4", (1280, 720))
     return {
-        "car-detection": decode(videos_dir / "car-detection.mp4", 40, 200)[::3],
-        "one-by-one-person-detection": decode(person, 60, 200)[::3],
-        "person-720p": decode(hd, 0, 60)[::2],
+        "car-detection": decode(videos_dir / "car-detection.mp4", 40, 200),
+        "one-by-one-person-detection": decode(person, 60, 200),
+        "person-720p": decode(hd, 0, 60),
     }
 
 
@@ -140,7 +140,7 @@ def test_yolo11_equals_model_api(models_dir: Path, clips: dict[str, list[Any]]) 
     path = models_dir / YOLO11
     ref = _reference(next(path.glob("*.xml")), "YOLO11")
     counts = dict(_run(path, clips, _batched(ref)))
-    assert counts["one-by-one-person-detection"] >= 33 and sum(counts.values()) >= 83, counts
+    assert counts["one-by-one-person-detection"] >= 100 and sum(counts.values()) >= 250, counts
 
 
 def test_yolox_nano_equals_model_api(models_dir: Path, clips: dict[str, list[Any]]) -> None:
@@ -153,18 +153,18 @@ def test_yolox_nano_equals_model_api(models_dir: Path, clips: dict[str, list[Any
         return _result(ref.postprocess(raw, meta))
 
     counts = dict(_run(path, clips, lambda images: [one(i) for i in images], decoder="yolox"))
-    assert counts["one-by-one-person-detection"] >= 33 and sum(counts.values()) >= 83, counts
+    assert counts["one-by-one-person-detection"] >= 100 and sum(counts.values()) >= 250, counts
 
 
 def test_person_detection_retail_0013_equals_model_api(models_dir: Path, clips: dict[str, list[Any]]) -> None:
     path = models_dir / PERSON
     counts = dict(_run(path, clips, _batched(_reference(path, "SSD"))))
-    assert counts["one-by-one-person-detection"] >= 50 and counts["person-720p"] >= 12, counts
+    assert counts["one-by-one-person-detection"] >= 150 and counts["person-720p"] >= 25, counts
 
 
 def test_face_detection_retail_0004_equals_model_api(models_dir: Path, videos_dir: Path,
                                                      clips: dict[str, list[Any]]) -> None:
     path = models_dir / FACE
-    faces = {**clips, "head-pose": decode(videos_dir / "head-pose-face-detection-female-and-male.gif", 0, 56)[::2]}
+    faces = {**clips, "head-pose": decode(videos_dir / "head-pose-face-detection-female-and-male.gif", 0, 56)}
     counts = dict(_run(path, faces, _batched(_reference(path, "SSD"))))
-    assert counts["head-pose"] >= 25, counts
+    assert counts["head-pose"] >= 50, counts
