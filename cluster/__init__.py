@@ -2,7 +2,8 @@
 
 The core (``pipeline``, ``stages``) never imports this package; it needs Ray
 (``pip install 'vapipe[cluster]'``).  Entry points: :func:`connect`, :class:`ClusterRun`,
-:class:`ClusterOptions`; ``vapipe run NAME --source ... --cluster ADDRESS`` uses them.
+:class:`ClusterOptions`; ``vapipe run NAME --source ... --cluster ADDRESS`` uses them, and
+``vapipe serve --cluster ADDRESS`` through :mod:`cluster.service_backend`.
 """
 
 from .connect import ClusterError, connect

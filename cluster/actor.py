@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CameraTask", "GroupOptions", "CameraGroup", "actor_cores"]
+__all__ = ["CameraTask", "GroupOptions", "CameraGroup", "actor_cores", "latency_dict"]
 
 log = logging.getLogger("vapipe.cluster")
 
@@ -85,6 +85,10 @@ class CameraGroup:
         self._ended = threading.Event()
         self._error: str | None = None
         self._lock = threading.Lock()
+        self._session: Any = None                 # the running pipeline.session.Session
+        self._session_ready = threading.Event()
+        self._starting = False                    # the cameras are being opened (or run)
+        self._removed: set[str] = set()           # cameras the driver took out of the group
         self.node_id = _node_id()
         threading.Thread(target=self._watch_lease, name="lease", daemon=True).start()
 
@@ -105,16 +109,25 @@ class CameraGroup:
             if self.stop_event.wait(max(0.0, self._created + opts.start_after_s - time.monotonic())):
                 raise RuntimeError("stopped before its cameras started")
             self.timings["started"] = time.time()
-            own = [self._prepare(graph, t) for t in self.tasks]
+            with self._lock:
+                tasks = [t for t in self.tasks if t.camera not in self._removed]
+                self._starting = True
+            if not tasks:  # every camera was removed before it started
+                self._ended.set()
+                self._state = "ended"
+                return {"node": self.node_id, "state": self._state, "error": None, "summary": None,
+                        "starts": self._starts, "exact": self._exact, "status": self._snapshot()}
+            own = [self._prepare(graph, t) for t in tasks]
             left = None
             if opts.max_frames is not None:  # resumed cameras with a frame limit come one per group
-                left = max(0, min(opts.max_frames - self._before[t.camera] for t in self.tasks))
+                left = max(0, min(opts.max_frames - self._before[t.camera] for t in tasks))
             run_opts = RunOptions(output_dir=Path(opts.output_dir), overrides=opts.overrides,
                                   max_frames=left, requests=opts.requests,
                                   cores=actor_cores(opts.cpus), handle_signals=False, stop_event=self.stop_event,
-                                  source_ids=[t.camera for t in self.tasks], source_overrides=own)
+                                  source_ids=[t.camera for t in tasks], source_overrides=own,
+                                  on_session=self._attach)
             self._state = "running"
-            summary = run_pipeline(graph, [t.uri for t in self.tasks], run_opts, progress=self._progress)
+            summary = run_pipeline(graph, [t.uri for t in tasks], run_opts, progress=self._progress)
         except Exception as exc:  # noqa: BLE001 - reported to the driver as one line
             self._ended.set()
             if self._state != "lease_expired":
@@ -125,28 +138,46 @@ class CameraGroup:
         self._ended.set()
         if self._state != "lease_expired":
             self._state = "ended"
-        self._stats = summary.sources
+        with self._lock:
+            self._stats = [s for s in summary.sources if s.source not in self._removed]
         return {"node": self.node_id, "state": self._state, "error": summary.error, "summary": summary.as_dict(),
-                "starts": self._starts, "exact": self._exact}
+                "starts": self._starts, "exact": self._exact, "status": self._snapshot()}
 
     def status(self) -> dict[str, Any]:
-        """Renews the lease; the group's state and, per camera, frames, fps, last seq, events."""
+        """Renews the lease; the group's state and, per camera, frames, fps, drops, last seq, events,
+        source state, latency histogram, queue depths and requests in flight; per stage, its latency
+        histogram (see :func:`latency_dict`)."""
         self._lease = time.monotonic()
-        with self._lock:
-            stats = list(self._stats)
-        cameras = {}
-        for s in stats:
-            with s.lock:
-                cameras[s.source] = {"frames": s.processed, "fps": round(s.fps, 2), "dropped": s.dropped,
-                                     "last_seq": s.last_seq, "events": dict(s.events), "error": s.error,
-                                     "ended": s.ended is not None}
-        return {"node": self.node_id, "pid": os.getpid(), "state": self._state, "error": self._error,
-                "cameras": cameras, "starts": dict(self._starts), "exact": dict(self._exact),
-                "before": dict(self._before), "timings": dict(self.timings), "lost": dict(self._lost)}
+        return self._snapshot()
 
     def stop(self) -> None:
         """Finish the frames in flight, close every output and return from :meth:`run`."""
         self.stop_event.set()
+
+    def remove(self, camera: str) -> dict[str, Any]:
+        """Take ``camera`` out of the group: its frames in flight finish and its outputs close while the
+        group's other cameras go on (a camera not started yet never starts).  Returns its frames, last
+        seq and drops.  KeyError: not a running camera of the group."""
+        with self._lock:
+            if camera not in {t.camera for t in self.tasks} or camera in self._removed:
+                raise KeyError(camera)
+            if not self._starting:
+                self._removed.add(camera)
+                return {"frames": 0, "last_seq": None, "dropped": 0}
+        while not (self._session_ready.is_set() or self._ended.is_set()):
+            self._ended.wait(0.05)
+        with self._lock:
+            stats = next((s for s in self._stats if s.source == camera), None)
+            session = None if self._ended.is_set() else self._session
+            self._removed.add(camera)
+        if session is not None:
+            stats = session.remove_source(camera)
+        with self._lock:
+            self._stats = [s for s in self._stats if s.source != camera]
+        if stats is None:
+            return {"frames": 0, "last_seq": None, "dropped": 0}
+        with stats.lock:
+            return {"frames": stats.processed, "last_seq": stats.last_seq, "dropped": stats.dropped}
 
     # internals -------------------------------------------------------------------------
     def _prepare(self, graph: Any, task: CameraTask) -> dict[str, dict[str, Any]]:
@@ -195,9 +226,44 @@ class CameraGroup:
                 return max(0, written - frames)
         return None
 
+    def _attach(self, session: Any) -> None:
+        with self._lock:
+            self._session = session
+        self._session_ready.set()
+
+    def _snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            stats = [s for s in self._stats if s.source not in self._removed]
+            session = self._session
+        live: dict[str, Any] = {}
+        stages: dict[str, dict[str, Any]] = {}
+        publishers: list[dict[str, int]] = []
+        if session is not None:
+            from service.backend import publisher_counters
+
+            live = {s["id"]: s for s in session.sources()}
+            stages = {name: latency_dict(lat) for name, lat in session.stage_stats.items()}
+            publishers = publisher_counters(session.cameras())
+        cameras = {}
+        for s in stats:
+            with s.lock:
+                cam = {"frames": s.processed, "fps": round(s.fps, 2), "dropped": s.dropped, "last_seq": s.last_seq,
+                       "events": dict(s.events), "error": s.error, "ended": s.ended is not None,
+                       "decode_errors": s.decode_errors, "state": s.state or "connecting",
+                       "latency": latency_dict(s.latency), "queue_packets": 0, "queue_frames": 0, "in_flight": {}}
+            info = live.get(s.source)
+            if info is not None:  # counted live (queued drops too) while the camera runs
+                cam.update({k: info[k] for k in ("dropped", "decode_errors", "state", "queue_packets",
+                                                 "queue_frames")}, in_flight=dict(info["in_flight"]))
+            cameras[s.source] = cam
+        return {"node": self.node_id, "pid": os.getpid(), "state": self._state, "error": self._error,
+                "cameras": cameras, "stages": stages, "publishers": publishers, "starts": dict(self._starts),
+                "exact": dict(self._exact), "before": dict(self._before), "timings": dict(self.timings),
+                "lost": dict(self._lost)}
+
     def _progress(self, stats: list[Any]) -> None:
         with self._lock:
-            self._stats = stats
+            self._stats = [s for s in stats if s.source not in self._removed]
             if "first_frame" not in self.timings and any(s.processed for s in stats):
                 self.timings["first_frame"] = time.time()
 
@@ -236,3 +302,9 @@ def _node_id() -> str:
 
 def task_dicts(tasks: list[CameraTask]) -> list[dict[str, Any]]:
     return [asdict(t) for t in tasks]
+
+
+def latency_dict(lat: Any) -> dict[str, Any]:
+    """A :class:`pipeline.stats.LatencyStats` histogram as plain values: ``buckets`` (counts per bound of
+    ``LATENCY_BUCKETS_MS``, then above), ``count`` and ``total_ms``."""
+    return {"buckets": list(lat.buckets), "count": int(lat.count), "total_ms": float(lat.total_ms)}

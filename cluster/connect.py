@@ -18,9 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 from pathlib import Path
 
-__all__ = ["ClusterError", "connect", "parse_address", "token_available", "require_ray", "use_token_mode"]
+__all__ = ["ClusterError", "connect", "parse_address", "token_available", "require_ray", "use_token_mode",
+           "check_reachable"]
 
 log = logging.getLogger("vapipe.cluster")
 
@@ -81,6 +83,8 @@ def connect(address: str, namespace: str = "vapipe", log_to_driver: bool = True)
     address = parse_address(address)
     if ray.is_initialized():  # type: ignore[attr-defined]
         return address
+    if address != "auto":
+        check_reachable(address)
     if address != "auto" and "RAY_AUTH_MODE" not in os.environ and token_available():
         use_token_mode()
     elif os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
@@ -92,6 +96,20 @@ def connect(address: str, namespace: str = "vapipe", log_to_driver: bool = True)
         raise ClusterError(_reason(address, exc)) from None
     info = getattr(ctx, "address_info", None) or {}
     return str(info.get("gcs_address") or address)
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Something accepts TCP connections at the HOST:PORT of ``address`` (Ray itself waits minutes
+    for an address where nothing answers); a one-line ClusterError otherwise."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ClusterError(f"cannot connect to the Ray cluster at {address}: nothing answers at {host}:{port} "
+                           f"({reason})") from None
 
 
 def _reason(address: str, exc: BaseException) -> str:

@@ -66,6 +66,7 @@ class _Group:
     cpus: float
     ref: Any                               # the run() call: ready when the group ends or its actor dies
     status_ref: Any = None
+    status: dict[str, Any] | None = None   # the last CameraGroup.status (or the final one it returned)
     reached: float = field(default_factory=time.monotonic)
     result: dict[str, Any] | None = None
     gone: bool = False                     # ended, failed or lost: no longer polled
@@ -97,7 +98,10 @@ class ClusterRun:
             raise ValueError(f"{len(sources)} sources need as many distinct names")
         user_start = int(self.overrides.get(self.graph.source, {}).get(
             "start_frame", self.graph.graph.nodes[self.graph.source]["spec"].params.get("start_frame", 0)) or 0)
+        self._start_seq = user_start
         self.cameras = {n: CameraRecord(n, u, is_live_uri(u), start_seq=user_start) for n, u in zip(names, sources)}
+        #: cameras taken out while the run goes (remove_camera): stopped, never placed again
+        self.removed: set[str] = set()
         self.run_id = uuid.uuid4().hex[:12]
         self.groups: dict[str, _Group] = {}
         self.nodes: dict[str, NodeInfo] = {}
@@ -108,6 +112,7 @@ class ClusterRun:
         self.stop_requested = threading.Event()
         self._serial = 0
         self._placed_once = False
+        self._closed = False                  # run() returned: its actors are released
         self._lock = threading.RLock()
         _RUNS.add(self)
 
@@ -147,7 +152,9 @@ class ClusterRun:
                 stop_at = stop_at or time.monotonic() + self.options.stop_timeout_s
                 if time.monotonic() > stop_at:
                     break
-        self._abandon()
+        with self._lock:
+            self._closed = True
+            self._abandon()
         return self.summary()
 
     def stop(self) -> None:
@@ -165,9 +172,94 @@ class ClusterRun:
                     except Exception:  # noqa: BLE001 - a dead actor has nothing to stop
                         pass
 
+    def add_camera(self, uri: str, name: str | None = None) -> str:
+        """One more camera while the run goes: once the run has started it is placed at once, in an actor
+        of its own on the node with the fewest cameras (pending while no node has room).  Returns its
+        name (``name``, or one made from the URI as for the first cameras, unique in the run).
+        RuntimeError once the run stops; ValueError for a name in use."""
+        from stages.sources import is_live_uri
+
+        with self._lock:
+            if self.stop_requested.is_set() or self._closed:
+                raise RuntimeError("the run is stopping; no camera can be added")
+            if name is None:
+                name = self.camera_name(uri)
+            elif name in self.cameras:
+                raise ValueError(f"camera name {name!r} is already in use")
+            cam = CameraRecord(name, uri, is_live_uri(uri), start_seq=self._start_seq)
+            self.cameras[name] = cam
+            if self._placed_once:
+                self._place([cam])
+            log.info("camera %s added (%s)", name, cam.state)
+            return name
+
+    def camera_name(self, uri: str) -> str:
+        """The name :meth:`add_camera` gives a camera of ``uri`` now: from the URI, distinct from every
+        camera the run has had."""
+        from pipeline.runtime import source_ids
+
+        base = source_ids([uri])[0]
+        name, k = base, 2
+        with self._lock:
+            while name in self.cameras:
+                name, k = f"{base}-{k}", k + 1
+        return name
+
+    def remove_camera(self, name: str, timeout: float | None = None) -> None:
+        """Stop camera ``name`` while the others go on: its frames in flight finish and its outputs are
+        closed before this returns (within ``timeout``, default ``stop_timeout_s``); it is never placed
+        again.  Cameras sharing its actor keep running; an actor left without cameras ends.  KeyError:
+        no such camera, or removed already."""
+        import ray
+
+        with self._lock:
+            cam = self.cameras.get(name)
+            if cam is None or name in self.removed:
+                raise KeyError(name)
+            self.removed.add(name)
+            g = self.groups.get(cam.group or "")
+            if g is None or g.gone or cam.state not in ("starting", "running"):
+                if cam.state not in ("done", "failed"):
+                    cam.state, cam.fps = "stopped", 0.0
+                return
+            others = [n for n in g.cameras if n != name and self.cameras[n].state in ("starting", "running")]
+            if others:  # the actor stops this camera alone
+                g.cameras.remove(name)
+                ref, whole = g.actor.remove.remote(name), False
+            else:       # its last camera: the actor ends
+                g.actor.stop.remote()
+                ref, whole = g.ref, True
+        try:  # outside the lock: polls go on (and renew the other actors' leases) meanwhile
+            result = ray.get(ref, timeout=self.options.stop_timeout_s if timeout is None else timeout)
+        except Exception as exc:  # noqa: BLE001 - its actor died or did not answer in time
+            log.warning("camera %s: removing it from its actor failed (%s)", name, type(exc).__name__)
+            result = None
+        with self._lock:
+            if whole:
+                if result is not None:  # else the next poll finds out what became of the actor
+                    self._end_group(g, result)
+                return
+            if result is not None:
+                cam.frames_now = max(cam.frames_now, int(result["frames"]))
+                cam.last_seq = result["last_seq"] if result["last_seq"] is not None else cam.last_seq
+                cam.dropped = max(cam.dropped, int(result["dropped"]))
+            cam.close_placement()
+            cam.state, cam.fps = "stopped", 0.0
+
+    def group_statuses(self) -> list[dict[str, Any]]:
+        """Per actor of the run (ended and lost ones too): its node, its cameras, whether it is gone, and
+        the last status it reported (:meth:`cluster.actor.CameraGroup.status`; None before the first)."""
+        with self._lock:
+            return [{"group": g.key, "node": g.node, "cameras": list(g.cameras), "gone": g.gone, "status": g.status}
+                    for g in self.groups.values()]
+
     @property
     def finished(self) -> bool:
-        return all(c.state in ("done", "failed", "stopped") for c in self.cameras.values())
+        """Every camera has ended; a run whose cameras were all removed goes on until a camera is
+        added or :meth:`stop`."""
+        if not all(c.state in ("done", "failed", "stopped") for c in self.cameras.values()):
+            return False
+        return self.stop_requested.is_set() or any(n not in self.removed for n in self.cameras)
 
     def snapshot(self) -> dict[str, Any]:
         """The run now: cameras (state, node, frames, fps, last seq, losses) and nodes with their cameras."""
@@ -178,7 +270,8 @@ class ClusterRun:
                     per_node.setdefault(c.node, []).append(c.name)
             return {"run": self.run_id, "pipeline": self.spec.name,
                     "elapsed_s": round(time.monotonic() - self.started, 3),
-                    "cameras": {c.name: c.as_dict() for c in self.cameras.values()},
+                    "cameras": {c.name: {**c.as_dict(), "removed": c.name in self.removed}
+                                for c in self.cameras.values()},
                     "nodes": {nid: {"address": n.address, "cpus": n.cpus, "cameras": sorted(per_node.get(nid, []))}
                               for nid, n in self.nodes.items()},
                     "nodes_lost": list(self.nodes_lost)}
@@ -262,12 +355,19 @@ class ClusterRun:
         for c in self.cameras.values():
             if c.node and c.state in ("starting", "running"):
                 load[c.node] = load.get(c.node, 0) + 1
-        reserved: dict[str, float] = {}  # CPUs other runs of this process hold on each node
+        # CPUs held on each node by the other runs of this process, and by this run's actors for cameras
+        # that ended or were removed (an actor keeps the CPUs it reserved until it ends)
+        reserved: dict[str, float] = {}
         for other in list(_RUNS):
-            if other is not self:
-                for g in list(other.groups.values()):
-                    if not g.gone:
-                        reserved[g.node] = reserved.get(g.node, 0.0) + g.cpus
+            for g in list(other.groups.values()):
+                if g.gone:
+                    continue
+                held = g.cpus
+                if other is self:
+                    active = sum(1 for n in g.cameras if self.cameras[n].group == g.key
+                                 and self.cameras[n].state in ("starting", "running"))
+                    held = max(0.0, g.cpus - active * self.options.cpus_per_camera)
+                reserved[g.node] = reserved.get(g.node, 0.0) + held
         nodes = [NodeInfo(n.node_id, max(0.0, n.cpus - reserved.get(n.node_id, 0.0)), n.address)
                  for n in self.nodes.values()]
         placed, pending = spread([c.name for c in cams], nodes, load, self.options.cpus_per_camera)
@@ -294,8 +394,11 @@ class ClusterRun:
             if cam.group != g.key or cam.state not in ("starting", "running"):
                 continue
             cam.close_placement()
-            cam.state = "lost"
             cam.fps = 0.0
+            if name in self.removed:  # taken out meanwhile: not placed again
+                cam.state = "stopped"
+                continue
+            cam.state = "lost"
             cam.losses.append(Loss(node=g.node, reason=reason, detected_at=now, seen_seq=cam.last_seq))
 
     def _collect_ended(self) -> None:
@@ -313,9 +416,16 @@ class ClusterRun:
             except Exception as exc:  # noqa: BLE001 - the actor or its node died
                 self._lose_group(g, f"actor died: {type(exc).__name__}", now)
                 continue
-            g.result, g.gone = result, True
-            self._apply_result(g, result)
-            _kill(g.actor)  # its process ends and its CPUs are free for other cameras
+            self._end_group(g, result)
+
+    def _end_group(self, g: _Group, result: dict[str, Any]) -> None:
+        """The group's run() returned ``result``: apply it to its cameras and release its actor."""
+        if g.gone:
+            return
+        g.result, g.gone = result, True
+        g.status = result.get("status") or g.status
+        self._apply_result(g, result)
+        _kill(g.actor)  # its process ends and its CPUs are free for other cameras
 
     def _apply_result(self, g: _Group, result: dict[str, Any]) -> None:
         summary = result.get("summary") or {}
@@ -332,7 +442,7 @@ class ClusterRun:
             error = (s or {}).get("error") or (result.get("error") if s is None else None)
             cam.close_placement()
             cam.fps = 0.0
-            if self.stop_requested.is_set():
+            if self.stop_requested.is_set() or name in self.removed:
                 cam.state = "stopped"
             elif lease_lost:
                 cam.state = "lost"
@@ -367,6 +477,7 @@ class ClusterRun:
             g.reached = now
             if g.gone:
                 continue
+            g.status = status
             starts = status.get("starts", {})
             for name, st in status.get("cameras", {}).items():
                 cam = self.cameras.get(name)

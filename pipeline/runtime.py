@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .frame import Frame
 from .graph import PipelineGraph
@@ -37,6 +37,9 @@ from .queues import EMPTY, BoundedQueue, Closed
 from .stage import InferStage, Stage
 from .stats import LatencyStats, RunSummary, SourceStats
 from .trace import LaneAllocator, Tracer
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals"]
 
@@ -75,6 +78,9 @@ class RunOptions:
     #: per source (same order): stage overrides for that camera only, over ``overrides``
     #: (e.g. ``{"decode": {"start_frame": 120}}``)
     source_overrides: list[dict[str, dict[str, Any]]] | None = None
+    #: run_pipeline calls it with its Session once the sources are open (to add or remove cameras
+    #: from another thread while the run goes)
+    on_session: "Callable[[Session], None] | None" = None
 
 
 class GraphExecutor:
@@ -537,6 +543,8 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
         except StageFailure as exc:
             session.failures.append(str(exc))
         else:
+            if opts.on_session is not None:
+                opts.on_session(session)
             check = PlanCheck(session.plan, session.cameras(), pipeline=graph.spec.name, uris=list(sources),
                               replan=opts.replan, cache=session.costs)
             while not session.wait(0.25):

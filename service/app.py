@@ -3,7 +3,8 @@
 
 Errors are ``{"detail": ONE LINE}``: 400 bad values, 401 missing token, 403 outside
 what the server allows, 404 unknown pipeline/instance/source, 409 wrong state,
-413 body over 64 KiB, 422 malformed body (naming the field).
+413 body over 64 KiB, 422 malformed body (naming the field), 501 not available for
+this instance (live pictures of cameras on a cluster).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
 
     handlers: list[tuple[type[BaseException], int]] = [(PipelineNotFound, 404), (InstanceNotFound, 404),
                                                         (Forbidden, 403), (Conflict, 409), (StageFailure, 400),
-                                                        (ValueError, 400)]
+                                                        (ValueError, 400), (NotImplementedError, 501)]
     for exc_type, status in handlers:
         async def handler(_request: Request, exc: Exception, status: int = status) -> JSONResponse:
             return _error(status, str(exc))
@@ -248,7 +249,8 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     # live view ----------------------------------------------------------------------------------------
     @app.get("/live/{instance_id}/{source_id}", tags=["live"], response_class=StreamingResponse,
              responses={200: {"content": {f"multipart/x-mixed-replace; boundary={BOUNDARY}": {}},
-                              "description": "MJPEG of the annotated frames"}, **_ERRORS})
+                              "description": "MJPEG of the annotated frames"}, **_ERRORS,
+                        501: {"model": ErrorBody, "description": "no live pictures (cameras on a cluster)"}})
     async def live(instance_id: str, source_id: str, request: Request) -> StreamingResponse:
         inst = manager.get(instance_id)
         if inst.handle is None:

@@ -8,6 +8,12 @@ a cluster node): the handle then forwards the same calls.
 :class:`LocalBackend` runs each instance as a :class:`pipeline.session.Session`
 in the server process: all instances share the process's OpenVINO core and
 compiled models.
+
+Optional, for backends that run cameras on other machines (``cluster.service_backend``):
+``Backend.check(spec, sources)`` refuses, with a one-line ValueError, a request the
+backend cannot run (HTTP 400, before the instance is created); ``Backend.cluster_stats()``
+and ``Handle.cluster_stats()`` feed the cluster metrics of ``/metrics``; their sources may
+also be in the states of :data:`REMOTE_SOURCE_STATES`.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from pipeline.config import PipelineSpec
 from pipeline.graph import build_graph
@@ -27,9 +33,13 @@ from pipeline.stats import LatencyStats
 from .live import LiveView, Watch
 from .security import redact
 
-__all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle"]
+__all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle", "publisher_counters", "REMOTE_SOURCE_STATES"]
 
 log = logging.getLogger("vapipe.serve")
+
+#: states of a source run on another machine, besides the decoder's: waiting for room, its process
+#: starting, its machine or process lost (it is being placed again)
+REMOTE_SOURCE_STATES = ("pending", "starting", "lost")
 
 
 class Handle(Protocol):
@@ -120,13 +130,7 @@ class LocalHandle:
                 "summary": self.session.plan.summary()}
 
     def publishers(self) -> list[dict[str, int]]:
-        seen: dict[int, dict[str, int]] = {}
-        for cam in self.session.cameras():
-            for st in cam.stages.values():
-                pub = getattr(st, "publisher", None)
-                if pub is not None and id(pub) not in seen:
-                    seen[id(pub)] = pub.counters()
-        return list(seen.values())
+        return publisher_counters(self.session.cameras())
 
     def watch(self, source_id: str) -> Watch:
         if source_id not in {s["id"] for s in self.session.sources()}:
@@ -181,3 +185,15 @@ class LocalBackend:
                 self._restore_global()
                 self._restore_global = None
         sys.setswitchinterval(self._old_interval)
+
+
+def publisher_counters(cameras: Iterable[Any]) -> list[dict[str, int]]:
+    """Counters (sent, dropped, connected) of every MQTT publisher the stages of ``cameras`` (a
+    session's) use, each publisher once (cameras may share one)."""
+    seen: dict[int, dict[str, int]] = {}
+    for cam in cameras:
+        for st in cam.stages.values():
+            pub = getattr(st, "publisher", None)
+            if pub is not None and id(pub) not in seen:
+                seen[id(pub)] = pub.counters()
+    return list(seen.values())

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["main", "build_parser", "serve_app"]
 
@@ -36,6 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "defaults)")
     p.add_argument("--live-fps", type=float, default=5.0, help="live view frame rate cap")
     p.add_argument("--live-width", type=int, default=640, help="live view width in pixels")
+    p.add_argument("--cluster", default=None, metavar="ray://HOST:PORT|HOST:PORT|auto",
+                   help="run the instances' cameras on a Ray cluster (needs vapipe[cluster]); this process is its "
+                        "driver and /metrics covers every camera")
+    p.add_argument("--cpus-per-camera", type=float, default=None, metavar="F",
+                   help="with --cluster: Ray CPUs reserved per camera (default: its measured cost at --camera-fps)")
+    p.add_argument("--camera-fps", type=float, default=None, metavar="FPS",
+                   help="with --cluster: the frame rate the default --cpus-per-camera is sized for (default 25)")
+    p.add_argument("--cameras-per-actor", type=int, default=None, metavar="N",
+                   help="with --cluster: cameras per actor process at most (default 32)")
     p.add_argument("--debug", action="store_true", help="debug logs and tracebacks")
     return p
 
@@ -79,10 +88,24 @@ def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastA
     for d in args.allow_dir:
         if not Path(d).is_dir():
             raise ValueError(f"--allow-dir {d}: not a directory")
+    cluster_flags = {"--cpus-per-camera": args.cpus_per_camera, "--camera-fps": args.camera_fps,
+                     "--cameras-per-actor": args.cameras_per_actor}
+    if args.cluster is None and any(v is not None for v in cluster_flags.values()):
+        raise ValueError(f"{next(k for k, v in cluster_flags.items() if v is not None)} needs --cluster")
+    if args.cluster is not None and args.cores is not None:
+        raise ValueError("--cores is not supported with --cluster (each actor's budget is its Ray CPUs: "
+                         "--cpus-per-camera)")
     token = _read_token(args.token_file) if args.token_file else None
     guard = Guard(args.allow_dir, args.allow_user_stages, token)
     catalog = Catalog(find_pipeline_file(args.config).path, guard)
-    backend = LocalBackend(cores=args.cores, live_fps=args.live_fps, live_width=args.live_width)
+    if args.cluster is not None:
+        from cluster.service_backend import ClusterBackend  # the cluster layer, only when asked for
+
+        fps = 25.0 if args.camera_fps is None else args.camera_fps
+        backend: Any = ClusterBackend(args.cluster, cpus_per_camera=args.cpus_per_camera, camera_fps=fps,
+                                      cameras_per_actor=args.cameras_per_actor)
+    else:
+        backend = LocalBackend(cores=args.cores, live_fps=args.live_fps, live_width=args.live_width)
     manager = InstanceManager(backend, Path(args.output), args.max_running)
     return create_app(catalog, manager, guard), manager
 
@@ -111,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, access_log=False, log_level="warning",
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
-    print(f"vapipe serve: http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr, flush=True)
+    where = f"; cameras on the Ray cluster {args.cluster}" if args.cluster else ""
+    print(f"vapipe serve: http://{args.host}:{args.port}/ (API docs at /docs){where}", file=sys.stderr, flush=True)
     try:
         server.run()
     finally:

@@ -92,6 +92,9 @@ class InstanceManager:
     # creation and scheduling --------------------------------------------------------------------
     def create(self, name: str, version: str, spec: PipelineSpec, uris: list[str], request: dict[str, Any],
                instance_id: str | None = None) -> Instance:
+        check = getattr(self.backend, "check", None)  # a backend that cannot run it says so now (400)
+        if check is not None:
+            check(spec, uris)
         iid = instance_id or uuid.uuid4().hex
         inst = Instance(id=iid, name=name, version=version, spec=spec, uris=uris, request=request,
                         output_dir=self.output_root / iid)

@@ -4,6 +4,11 @@ Labels are bounded: ``instance`` (ids of the instances the server keeps, at most
 ``keep_finished`` stopped ones), ``pipeline``, ``source`` (source ids, no
 credentials), ``stage`` (stage names of the pipeline), ``queue``, ``state``.
 Units are seconds; counters end in ``_total``.
+
+With ``vapipe serve --cluster`` the same families cover every camera on the cluster
+(gathered by this process from the actors), sources may also be ``pending``,
+``starting`` or ``lost``, and ``vapipe_cluster_*`` families add cameras per cluster
+state, actors and camera losses (failovers) per instance, and the nodes alive and lost.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from pipeline.stats import LATENCY_BUCKETS_MS, LatencyStats
 from stages.decode import STATES as DECODE_STATES
 
+from .backend import REMOTE_SOURCE_STATES
 from .instances import STATES, InstanceManager
 
 __all__ = ["VapipeCollector", "make_registry"]
 
 #: states of a source: a live source's own (stages/decode.py), and ``failed`` (its error ended it)
 SOURCE_STATES = (*DECODE_STATES, "failed")
+#: states of a source run on a cluster node: also waiting for room, its actor starting, its node lost
+CLUSTER_SOURCE_STATES = (*SOURCE_STATES, *REMOTE_SOURCE_STATES)
 
 
 def _buckets(lat: LatencyStats) -> list[tuple[str, float]]:
@@ -73,6 +81,7 @@ class VapipeCollector(Collector):
                                    labels=["instance", "pipeline", "outcome"])
         mqtt_up = GaugeMetricFamily("vapipe_mqtt_connected", "1 while the MQTT connection is up",
                                     labels=["instance", "pipeline"])
+        cluster = _ClusterFamilies(src_labels)
         for inst in self.manager.all():
             base = [inst.id, inst.name]
             for st in STATES:
@@ -81,13 +90,15 @@ class VapipeCollector(Collector):
             if handle is None:
                 continue
             live = handle.live_stats()
+            cluster_stats = getattr(handle, "cluster_stats", None)  # cameras on a cluster
+            source_states = CLUSTER_SOURCE_STATES if cluster_stats is not None else SOURCE_STATES
             for s in handle.sources():
                 labels = [*base, s["id"]]
                 frames.add_metric(labels, s["frames"])
                 dropped.add_metric(labels, s["dropped"])
                 decode_errors.add_metric(labels, s["decode_errors"])
                 reconnects.add_metric(labels, s["reconnects"])
-                for st in SOURCE_STATES:
+                for st in source_states:
                     state.add_metric([*labels, st], 1.0 if s["state"] == st else 0.0)
                 fps.add_metric(labels, s["fps"])
                 queue.add_metric([*labels, "packets"], s["queue_packets"])
@@ -106,8 +117,42 @@ class VapipeCollector(Collector):
                 mqtt.add_metric([*base, "sent"], sum(p["sent"] for p in pubs))
                 mqtt.add_metric([*base, "dropped"], sum(p["dropped"] for p in pubs))
                 mqtt_up.add_metric(base, float(min(p["connected"] for p in pubs)))
+            if cluster_stats is not None:
+                cluster.add_instance(base, cluster_stats())
         yield from (frames, dropped, decode_errors, reconnects, state, fps, queue, inflight, e2e, stage_lat,
                     inst_state, plan, viewers, live_frames, mqtt, mqtt_up)
+        backend_stats = getattr(self.manager.backend, "cluster_stats", None)
+        if backend_stats is not None:  # vapipe serve --cluster
+            yield from cluster.families(backend_stats())
+
+
+class _ClusterFamilies:
+    """The ``vapipe_cluster_*`` families (names as ``cluster.ClusterRun.metrics`` gives them)."""
+
+    def __init__(self, src_labels: list[str]) -> None:
+        inst = ["instance", "pipeline"]
+        self.cameras = GaugeMetricFamily("vapipe_cluster_cameras", "Cameras of the instance by cluster state "
+                                         "(pending: no node has room; lost: being placed again)",
+                                         labels=[*inst, "state"])
+        self.actors = GaugeMetricFamily("vapipe_cluster_actors", "Ray actor processes running the instance's "
+                                        "cameras", labels=inst)
+        self.losses = CounterMetricFamily("vapipe_cluster_camera_losses", "Times the camera's node or actor was "
+                                          "lost and the camera placed again (failovers)", labels=src_labels)
+
+    def add_instance(self, base: list[str], stats: dict[str, Any]) -> None:
+        for st, n in stats["cameras"].items():
+            self.cameras.add_metric([*base, st], float(n))
+        self.actors.add_metric(base, float(stats["actors"]))
+        for source, n in stats["losses"].items():
+            self.losses.add_metric([*base, source], float(n))
+
+    def families(self, backend: dict[str, float]) -> Iterator[Any]:
+        yield from (self.cameras, self.actors, self.losses)
+        if backend:  # empty when the cluster cannot be reached
+            for name, doc, kind in (("nodes_alive", "Ray nodes alive", GaugeMetricFamily),
+                                    ("cpus", "Ray CPUs of the nodes alive", GaugeMetricFamily),
+                                    ("nodes_lost", "Ray nodes lost since the server started", CounterMetricFamily)):
+                yield kind(f"vapipe_cluster_{name}", doc, value=backend[name])
 
 
 def make_registry(manager: InstanceManager) -> CollectorRegistry:

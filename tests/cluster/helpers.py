@@ -67,3 +67,36 @@ def make_clip(path: Path, frames: int, size: tuple[int, int] = (320, 240), fps: 
         for packet in stream.encode(None):
             out.mux(packet)
     return path
+
+
+#: decode paced like a camera (25 fps) -> MP4 -> JSON Lines: no model, light enough for many cameras
+LIGHT_CONFIG = """\
+pipelines:
+  cams:
+    description: Paced cameras to an MP4 and JSON Lines each
+    stages:
+      - {name: decode, type: decode, params: {realtime: true}}
+      - {name: encode, type: encode, params: {preset: ultrafast}}
+      - {name: metadata, type: metadata}
+"""
+
+
+def check_outputs(folder: Path, name: str, frames: int, placements: int = 1, in_flight: int = 0) -> None:
+    """Camera ``name``'s JSON Lines hold frames 0..frames-1 once each, after a ``placed`` line per placement,
+    and its MP4 segments (one per placement) all play and hold them, but for at most ``in_flight`` frames
+    per lost placement (in its encoder when the process died)."""
+    import json
+
+    import av
+
+    lines = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["part"] for r in lines if r.get("event") == "placed"] == list(range(placements)), name
+    seqs = [r["seq"] for r in lines if "event" not in r]
+    assert seqs == list(range(frames)), (name, len(seqs), frames)
+    segments = [folder / f"{name}.mp4", *sorted(folder.glob(f"{name}.from*.mp4"))]
+    assert len(segments) == placements, segments
+    decoded = 0
+    for path in segments:
+        with av.open(str(path)) as video:
+            decoded += sum(1 for _ in video.decode(video=0))
+    assert frames - in_flight * (placements - 1) <= decoded <= frames, (name, decoded, frames)

@@ -1,5 +1,6 @@
 """The camera group of a node, run in this process (no Ray): its ownership lease, the wait for an
-earlier owner's lease, and a later placement continuing a camera's output."""
+earlier owner's lease, a later placement continuing a camera's output, and a camera taken out of
+its group while the others go on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from cluster.actor import CameraGroup
 from cluster.resume import prepare_jsonl
@@ -61,3 +64,46 @@ def test_cameras_start_after_the_old_owners_lease_and_continue_its_output(tmp_pa
     assert group.timings["started"] - group.timings["init"] >= 1.45  # waited for the old lease (1.5 s)
     assert result["starts"] == {"cam": 30} and result["exact"] == {"cam": True}
     assert _seqs(path) == list(range(40))  # 30 before, 10 more up to max_frames, each once
+
+
+def test_a_camera_removed_from_a_running_group_stops_alone(tmp_path: Path) -> None:
+    spec = parse_config(CONFIG).get("p").model_dump()
+    tasks = [{"camera": "one", "uri": SCENE}, {"camera": "two", "uri": SCENE}]
+    group = CameraGroup(spec, "<string>", tasks, {"run_id": "r1", "output_dir": str(tmp_path), "lease_s": 60.0})
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(group.run()))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not all(group.status()["cameras"].get(c, {}).get("frames", 0) > 10 for c in ("one", "two")):
+            assert time.monotonic() < deadline and runner.is_alive(), result
+            time.sleep(0.2)
+        status = group.status()  # what the driver gathers for the service's metrics
+        one = status["cameras"]["one"]
+        assert one["state"] == "streaming" and one["latency"]["count"] > 10
+        assert set(status["stages"]) == {"metadata"} and status["stages"]["metadata"]["count"] > 20
+        gone = group.remove("one")
+        assert _seqs(tmp_path / "one.jsonl") == list(range(gone["frames"]))  # closed when remove returns
+        assert gone["last_seq"] == gone["frames"] - 1
+        with pytest.raises(KeyError):
+            group.remove("one")
+        frames = group.status()["cameras"]["two"]["frames"]
+        while group.status()["cameras"]["two"]["frames"] < frames + 10:  # the other camera goes on
+            assert time.monotonic() < deadline + 30 and runner.is_alive(), result
+            time.sleep(0.2)
+        assert "one" not in group.status()["cameras"]
+    finally:
+        group.stop()
+        runner.join(timeout=30)
+    assert result["state"] == "ended" and result["status"]["cameras"]["two"]["frames"] > frames
+    assert len(_seqs(tmp_path / "two.jsonl")) == result["status"]["cameras"]["two"]["frames"]
+
+
+def test_a_camera_removed_before_its_group_starts_never_starts(tmp_path: Path) -> None:
+    spec = parse_config(CONFIG).get("p").model_dump()
+    tasks = [{"camera": "one", "uri": SCENE}, {"camera": "two", "uri": SCENE}]
+    group = CameraGroup(spec, "<string>", tasks, {"run_id": "r1", "output_dir": str(tmp_path), "max_frames": 5})
+    assert group.remove("one") == {"frames": 0, "last_seq": None, "dropped": 0}
+    result = group.run()
+    assert [s["source"] for s in result["summary"]["sources"]] == ["two"]
+    assert not (tmp_path / "one.jsonl").exists() and _seqs(tmp_path / "two.jsonl") == list(range(5))

@@ -1,5 +1,6 @@
 """Cameras on a real Ray cluster of 3 worker nodes (1 CPU each) on this machine: even placement,
-cameras waiting for room, and a worker node killed mid-run (6 file cameras, 2 RTSP cameras)."""
+cameras waiting for room, cameras added and removed while a run goes, and a worker node killed
+mid-run (6 file cameras, 2 RTSP cameras)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,22 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def _supervised(run: Any, frames: int) -> tuple[threading.Thread, dict[str, Any]]:
+    """``run`` supervised on a thread (its summary in ``result["summary"]`` once it ends), returned once
+    every camera runs and has ``frames`` frames (the run is stopped if that does not happen)."""
+    result: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: result.setdefault("summary", run.run()), daemon=True)
+    runner.start()
+    try:
+        _wait(lambda: all(c.state == "running" and c.frames >= frames for c in run.cameras.values()), 120,
+              "every camera to run")
+    except BaseException:
+        run.stop()
+        runner.join(timeout=60)
+        raise
+    return runner, result
+
+
 def test_cameras_without_room_wait_and_start_when_a_node_frees(ray_cluster: Any, clips: dict[str, Path],
                                                                tmp_path: Path) -> None:
     from cluster import ClusterOptions, ClusterRun
@@ -92,6 +109,62 @@ def test_cameras_without_room_wait_and_start_when_a_node_frees(ray_cluster: Any,
         assert seqs == list(range(60))
 
 
+def test_a_run_whose_cameras_were_all_removed_waits_for_more_or_stop() -> None:
+    from cluster import ClusterRun
+
+    run = ClusterRun(_spec(), ["a.mp4", "b.mp4"])  # not started: nothing placed, no cluster needed
+    assert run.camera_name("a.mp4") == "a-2" and run.add_camera("a.mp4") == "a-2"
+    for name in ("a", "b", "a-2"):
+        run.remove_camera(name)
+    assert {c.state for c in run.cameras.values()} == {"stopped"} and not run.finished
+    run.stop()
+    assert run.finished
+    with pytest.raises(RuntimeError, match="stopping"):
+        run.add_camera("c.mp4")
+
+
+def test_cameras_added_and_removed_while_the_run_goes(ray_cluster: Any, tmp_path: Path) -> None:
+    from cluster import ClusterOptions, ClusterRun
+
+    from .helpers import LIGHT_CONFIG, check_outputs, make_clip
+
+    clip = make_clip(tmp_path / "cam.mp4", 1000)  # 40 s at 25 fps: longer than the test
+    out = tmp_path / "out"
+    # 0.5 CPUs per camera on three 1-CPU nodes: 2, 1 and 1 cameras, the pair in one actor
+    run = ClusterRun(parse_config(LIGHT_CONFIG).get("cams"), [str(clip)] * 4,
+                     ClusterOptions(output_dir=out, cpus_per_camera=0.5), names=["a", "b", "c", "d"])
+    runner, result = _supervised(run, 10)
+    try:
+        with run._lock:
+            pair = next(g for g in run.groups.values() if len(g.cameras) == 2)
+            removed, sibling = pair.cameras
+        run.remove_camera(removed)  # the actor stops it alone: its outputs are closed on return
+        cam = run.cameras[removed]
+        assert cam.state == "stopped" and removed in run.removed
+        check_outputs(out, removed, cam.frames)
+        frames = run.cameras[sibling].frames
+        _wait(lambda: run.cameras[sibling].frames > frames + 25, 30, f"{sibling} to go on in the same actor")
+        assert run.cameras[sibling].group == pair.key and not pair.gone
+        with pytest.raises(KeyError):
+            run.remove_camera(removed)
+
+        added = run.add_camera(str(clip))  # an actor of its own, on a node with the fewest cameras ...
+        assert added == "cam" and run.cameras[added].state == "starting"
+        assert run.cameras[added].node != pair.node  # ... and CPUs free: the pair's actor still holds 1 CPU
+        _wait(lambda: run.cameras[added].frames >= 10, 120, "the added camera to run")
+        assert max(_per_node(run).values()) - min(_per_node(run).values()) <= 1, _per_node(run)
+    finally:
+        run.stop()
+        runner.join(timeout=90)
+    assert not runner.is_alive()
+    summary = result["summary"]
+    assert {c.name: c.state for c in summary.cameras} == {n: "stopped" for n in ("a", "b", "c", "d", "cam")}
+    for c in summary.cameras:
+        check_outputs(out, c.name, c.frames)
+    with pytest.raises(RuntimeError, match="stopping"):
+        run.add_camera(str(clip))
+
+
 def test_node_killed_mid_run(ray_cluster: Any, clips: dict[str, Path], rtsp_servers: list[Any],
                              tmp_path: Path) -> None:
     from cluster import ClusterOptions, ClusterRun
@@ -101,12 +174,8 @@ def test_node_killed_mid_run(ray_cluster: Any, clips: dict[str, Path], rtsp_serv
     sources = [str(clips["long"])] * 6 + [s.url for s in rtsp_servers]
     run = ClusterRun(_spec(), sources, ClusterOptions(output_dir=tmp_path, cpus_per_camera=0.25, max_frames=FRAMES),
                      names=files + lives)
-    result: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: result.setdefault("summary", run.run()), daemon=True)
-    runner.start()
+    runner, result = _supervised(run, 25)
     try:
-        _wait(lambda: all(c.state == "running" and c.frames >= 25 for c in run.cameras.values()), 120,
-              "every camera to run")
         with run._lock:
             before = _per_node(run)
             owners = {c.name: c.node for c in run.cameras.values()}
