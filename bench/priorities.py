@@ -11,7 +11,7 @@ with camera 0 idle (it sends nothing), the total rate with the arbiter against w
 
     python -m bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
 
-Checks printed at the end (from the issue this answers): camera 0's p99 at 1.5 x C within
+Checks printed at the end: camera 0's p99 at 1.5 x C within
 1.2 x its p99 at 0.5 x C and no drops; every normal camera at least ``--min-fps``; the run
 without priorities shows camera 0's latency growing with the load; throughput with camera
 0 idle at least 95 % of the run without priorities.
@@ -31,7 +31,7 @@ from pipeline.config import load_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CAMERAS = 8
 LOADS = (0.5, 1.0, 1.5, 2.0)
 SIZE = (640, 360)

@@ -33,7 +33,9 @@ pipelines:
     stages:
       - {name: decode, type: decode}
       - {name: person_detect, type: detect, params: {model: mediapipe/pose_detection, decoder: pose}}
-      - {name: track, type: track}
+      # min_hits 4: a person stepping in close gets a head-sized box for 2-3 frames first (see
+      # tests/stages/test_track_video.py), which would otherwise become a track of its own
+      - {name: track, type: track, params: {min_hits: 4}}
       - {name: metadata, type: metadata}
 """
 
