@@ -9,6 +9,7 @@ they never import it.  One job per module:
 * :mod:`bench.naive`, :mod:`bench.hand_tuned` — the loops users write;
 * :mod:`bench.limits` — decoding alone and the models alone;
 * :mod:`bench.vapipe_modes`, :mod:`bench.recorder` — the real runtime with an in-memory sink;
+* :mod:`bench.engine_modes` — vapipe with every model on ONNX Runtime (``--engine onnxruntime``);
 * :mod:`bench.peers` — other frameworks (MediaPipe, RapidOCR), run by their own interpreter;
 * :mod:`bench.worker`, :mod:`bench.runner` — one mode per fresh process, interleaved rounds, medians;
 * :mod:`bench.agreement`, :mod:`bench.targets`, :mod:`bench.report`, :mod:`bench.chart` — whether the

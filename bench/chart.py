@@ -11,17 +11,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after choosing the file-only backend
 
-from .plan import sweep_requests  # noqa: E402
+from .plan import ENGINE_MODES, sweep_requests  # noqa: E402
 
 __all__ = ["draw_chart"]
 
-COLOURS = {"vapipe": "#2e7d32", "variant": "#81c784", "baseline": "#1f77b4", "peer": "#ef6c00",
-           "limit": "#9e9e9e"}
+COLOURS = {"vapipe": "#2e7d32", "variant": "#81c784", "engine": "#00838f", "baseline": "#1f77b4",
+           "peer": "#ef6c00", "limit": "#9e9e9e"}
 
 
 def _group(mode: str, peers: dict[str, Any]) -> str:
     if mode == "vapipe":
         return "vapipe"
+    if mode in ENGINE_MODES:   # vapipe on another inference engine
+        return "engine"
     if mode.startswith("vapipe"):
         return "variant"
     if mode in peers:
@@ -87,6 +89,8 @@ def draw_chart(result: dict[str, Any], path: str | Path) -> None:
         _bars(left, result)
         _latency(right, result)
         sets = f"  --set {' --set '.join(result['sets'])}" if result.get("sets") else ""
+        if result.get("engine", "openvino") != "openvino":
+            sets += f"  --engine {result['engine']}"
         fig.suptitle(f"vapipe bench {result['pipeline']}: {Path(result['source']).name} {result['width']}x"
                      f"{result['height']}, {result['cameras']} camera(s), {result['cores']} cores, median of "
                      f"{result['rounds']} round(s){sets}", fontsize=11)

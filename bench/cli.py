@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .plan import BASE_MODES
+from .engine_modes import ENGINES
+from .plan import BASE_MODES, ENGINE_MODES
 
 __all__ = ["build_parser", "main"]
 
@@ -34,11 +35,16 @@ def build_parser(default_config: str = "pipelines.yaml") -> argparse.ArgumentPar
                    help="override a parameter in every mode, e.g. "
                         "'person_detect.config={INFERENCE_PRECISION_HINT: f32}'")
     b.add_argument("--modes", default=None, metavar="M,M",
-                   help=f"comma-separated subset of {','.join(BASE_MODES)}, mediapipe, rapidocr, vapipe-rN "
+                   help=f"comma-separated subset of {','.join(BASE_MODES)}, {','.join(ENGINE_MODES)}, mediapipe, "
+                        "rapidocr, vapipe-rN "
                         "(default: all, and the peers that fit the pipeline when installed)")
     b.add_argument("--requests-sweep", type=_int_list, default=[], metavar="N,N",
                    help="also run vapipe with each of these infer request counts per camera "
                         "(vapipe-rN; charted as latency against FPS), e.g. 1,2,3,4")
+    b.add_argument("--engine", default="openvino", choices=ENGINES,
+                   help="also run vapipe with every inference stage on this engine: onnxruntime adds the mode "
+                        "vapipe-ort (the pipeline's models must be .onnx files; ratio vapipe-ort/vapipe); "
+                        "default openvino, vapipe's own engine only")
     b.add_argument("--no-peers", action="store_true", help="do not run the peers")
     b.add_argument("--peer-python", default=None, metavar="PYTHON",
                    help="interpreter with the peers installed (default: $VAPIPE_PEERS_PYTHON, else .venv-peers)")
@@ -57,7 +63,7 @@ def main(argv: Sequence[str], default_config: str = "pipelines.yaml") -> int:
     result = run_bench(args.name, args.source, cameras=args.cameras, frames=args.frames, out=args.out,
                        rounds=args.rounds, config=args.config, modes=modes, sets=args.set,
                        requests_sweep=args.requests_sweep, peers=not args.no_peers, peer_python=args.peer_python,
-                       truth=args.truth, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+                       truth=args.truth, engine=args.engine, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(format_table(result))
     print(f"wrote {Path(args.out) / 'bench.json'}; chart: {result['chart']}")
     return 0

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BenchPlan", "BenchError", "BASE_MODES", "VAPIPE_MODES", "sweep_mode", "sweep_requests"]
+__all__ = ["BenchPlan", "BenchError", "BASE_MODES", "VAPIPE_MODES", "ENGINE_MODES", "sweep_mode", "sweep_requests"]
 
 #: modes every bench can run (peers and the requests sweep come on top)
 BASE_MODES = ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned", "decode-alone", "infer-alone")
+#: vapipe with every inference stage on another engine (``--engine``): mode -> engine
+ENGINE_MODES = {"vapipe-ort": "onnxruntime"}
 #: modes that run vapipe's own runtime
-VAPIPE_MODES = ("vapipe", "vapipe-sync", "vapipe-unplanned")
+VAPIPE_MODES = ("vapipe", "vapipe-sync", "vapipe-unplanned", *ENGINE_MODES)
 _SWEEP_PREFIX = "vapipe-r"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .plan import ENGINE_MODES
+
 __all__ = ["format_table", "write_chart"]
 
 
@@ -48,8 +50,9 @@ def format_table(result: dict[str, Any]) -> str:
             same = [o for o, x in result["modes"].items() if o != m and x.get("threads") == r["threads"]]
             lines.append(f"{m + ':':<18}{r['threads']}" + (f"\n  (also {', '.join(same)})" if same else ""))
             shown.append(r["threads"])
-    if result["modes"].get("vapipe", {}).get("plan_check"):
-        lines.append(f"{'vapipe (last round)':<18} {result['modes']['vapipe']['plan_check']}")
+    for m in ("vapipe", *ENGINE_MODES):
+        if result["modes"].get(m, {}).get("plan_check"):
+            lines.append(f"{m + ' (last round)':<18} {result['modes'][m]['plan_check']}")
     for peer, info in result.get("peers", {}).items():
         version = result["modes"][peer].get("version", peer)
         same = "the same model files as vapipe" if info["same_models"] else "OTHER MODEL FILES than vapipe"

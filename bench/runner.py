@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .plan import BASE_MODES, BenchError, BenchPlan, sweep_mode, sweep_requests
+from .plan import BASE_MODES, ENGINE_MODES, BenchError, BenchPlan, sweep_mode, sweep_requests
 
 __all__ = ["spawn_worker", "run_bench", "summarise", "ROOT"]
 
@@ -88,7 +88,7 @@ def _check_arguments(source: str, cameras: int, rounds: int, frames: int | None,
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
     if frames is not None and frames < 2:
         raise ValueError(f"--frames must be >= 2, got {frames}")
-    valid = (*BASE_MODES, *PEERS)
+    valid = (*BASE_MODES, *ENGINE_MODES, *PEERS)
     bad = [m for m in modes if m not in valid and sweep_requests(m) is None]
     if bad:
         raise ValueError(f"unknown bench mode {bad[0]!r}; valid: {', '.join(valid)}, vapipe-rN")
@@ -103,21 +103,26 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
               rounds: int = 3, config: str | Path = "pipelines.yaml", modes: Sequence[str] | None = None,
               sets: Sequence[str] = (), requests_sweep: Sequence[int] = (), peers: bool = True,
               peer_python: str | None = None, truth: str | Path | None = None, record_frames: int = 1000,
-              base_modes: Sequence[str] = BASE_MODES, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              base_modes: Sequence[str] = BASE_MODES, engine: str = "openvino",
+              log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure every mode ``rounds`` times; write ``bench.json`` and ``bench.png`` into ``out``.
 
     ``modes``: base modes and peers to run (default: ``base_modes``, and every peer that
     fits the pipeline and is installed when ``peers``); ``requests_sweep``: also run vapipe
-    with each of these request counts (``vapipe-rN``); ``truth``: ground-truth text lines
-    of the source (:func:`bench.clips.ticker_clip`) for the reading accuracy of every mode."""
+    with each of these request counts (``vapipe-rN``); ``engine``: also run vapipe with every
+    inference stage on this engine (``onnxruntime``: ``vapipe-ort``, refused in one line when a
+    model is not .onnx); ``truth``: ground-truth text lines of the source
+    (:func:`bench.clips.ticker_clip`) for the reading accuracy of every mode."""
     from pipeline.config import load_config
     from pipeline.videofile import count_frames
 
     from . import agreement, report, targets
     from .chain import load_chain, load_spec
+    from .engine_modes import check_models, engine_mode
     from .peers import registry
 
     say = log or (lambda msg: None)
+    extra = engine_mode(engine)
     _check_arguments(source, cameras, rounds, frames, [*(modes or ()), *base_modes], requests_sweep)
     config = str(Path(config).resolve())
     load_config(config).get(name)   # a missing pipeline or a bad file: one line
@@ -132,7 +137,11 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     fitting = registry.peers_for(chain)
     python = registry.peer_python(peer_python)
     chosen = list(modes) if modes else list(base_modes) + ([p.name for p in fitting] if peers else [])
+    if extra and extra not in chosen:   # next to vapipe, its reference
+        chosen.insert(chosen.index("vapipe") + 1 if "vapipe" in chosen else len(chosen), extra)
     chosen += [sweep_mode(n) for n in requests_sweep if sweep_mode(n) not in chosen]
+    for mode in [m for m in chosen if m in ENGINE_MODES]:
+        check_models(mode, [chain.detect, *chain.regions])
     skipped: dict[str, str] = {}
     for mode in [m for m in chosen if m in registry.PEERS]:
         peer = registry.PEERS[mode]
@@ -146,9 +155,12 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     say(f"bench {name}: {Path(source).name} {width}x{height}, {cameras} camera(s) x {frames} frames, "
         f"{rounds} round(s), modes: {', '.join(chosen)}"
         + "".join(f"\n  {p} not run: {why}" for p, why in skipped.items()))
-    warm = spawn_worker("vapipe", replace(plan, frames=min(frames, WARMUP_FRAMES), cameras=1,
-                                          out=str(out / "warmup"), record_frames=WARMUP_FRAMES))
+    warmup = replace(plan, frames=min(frames, WARMUP_FRAMES), cameras=1, out=str(out / "warmup"),
+                     record_frames=WARMUP_FRAMES)
+    warm = spawn_worker("vapipe", warmup)
     objects = agreement.max_objects(out / "warmup" / "records" / "vapipe.json")
+    for mode in [m for m in chosen if m in ENGINE_MODES]:   # its engine's model costs measured before round 1
+        spawn_worker(mode, warmup)
     settings = {p: registry.peer_settings(registry.PEERS[p], chain, objects) for p in chosen if p in registry.PEERS}
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in chosen}
     t_start = time.monotonic()
@@ -162,6 +174,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     result: dict[str, Any] = {
         "pipeline": name, "source": plan.source, "width": width, "height": height, "source_frames": total,
         "cameras": cameras, "frames": frames, "rounds": rounds, "cores": os.cpu_count(), "sets": list(sets),
+        "engine": engine,
         "warmup_seconds": warm["seconds"], "seconds": round(time.monotonic() - t_start, 1),
         "modes": {m: summarise(v) for m, v in runs.items()},
         "peers": {p: {"description": registry.PEERS[p].description, "target": registry.PEERS[p].target,

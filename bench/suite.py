@@ -7,7 +7,8 @@
 
 Peers run on the rows they fit when installed (``make peers``): MediaPipe FaceMesh on the
 ``faces`` rows, RapidOCR on ``ocr``.  ``persons-1`` also sweeps ``--requests 1,2,3,4``
-(latency against FPS).  Each row prints its table and writes ``OUT/ROW/bench.json`` and
+(latency against FPS); the ``ocr`` rows also run vapipe on ONNX Runtime (``vapipe-ort``, the
+same PP-OCR .onnx files).  Each row prints its table and writes ``OUT/ROW/bench.json`` and
 ``bench.png``; the run ends with one table of every row's ratios and targets
 (``OUT/summary.json``).  A row is one line of :data:`ROWS`: a pipeline, a clip, cameras
 and ``--set`` overrides.
@@ -59,6 +60,7 @@ class Row:
     sets: tuple[str, ...] = ()
     frames: float = 1.0           # share of --frames per camera
     sweep: tuple[int, ...] = ()   # --requests-sweep
+    engine: str = "openvino"      # --engine (onnxruntime: also vapipe-ort)
     default: bool = True          # part of a run without --only
 
 
@@ -85,10 +87,10 @@ ROWS: tuple[Row, ...] = (
         sets=PERSONS_F32),
     Row("faces-1080p-f32", INFER, "faces", _shared(FACE_CLIP, 1920, 1080), sets=FACES_F32),
     Row("faces-720p-f32", INFER, "faces", _shared(FACE_CLIP, 1280, 720), sets=FACES_F32),
-    Row("ocr-720p-f32", INFER, "ocr", _ticker(1280, 720), sets=OCR_F32, frames=0.2),
+    Row("ocr-720p-f32", INFER, "ocr", _ticker(1280, 720), sets=OCR_F32, frames=0.2, engine="onnxruntime"),
     # Not in the default run (--only): the GIF itself, OCR at the default precision.
     Row("faces-gif", DECODE, "faces", _gif(FACE_CLIP), default=False),
-    Row("ocr-720p", INFER, "ocr", _ticker(1280, 720), frames=0.2, default=False),
+    Row("ocr-720p", INFER, "ocr", _ticker(1280, 720), frames=0.2, default=False, engine="onnxruntime"),
     # The YOLO detector users bring (objects: YOLO11n, shared INT8 export), 1 and 4 cameras.
     Row("objects-1", INFER, "objects", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM)),
     Row("objects-4", INFER, "objects", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5),
@@ -115,12 +117,13 @@ def _summary_line(key: str, regime: str, res: dict[str, Any]) -> str:
         f"{r.get(k, float('nan')):6.2f}" for k in ("vapipe/naive", "vapipe/hand-tuned", "vapipe/limit",
                                                   "vapipe/vapipe-unplanned"))
             + f" {('-' if cpu is None else f'{cpu:.0%}'):>5}  {peer:<16} "
+            + (f"{r['vapipe-ort/vapipe']:6.2f}  " if "vapipe-ort/vapipe" in r else f"{'-':>6}  ")
             + (f"below target: {', '.join(failed)}" if failed else "all targets met"))
 
 
 def format_summary(results: dict[str, tuple[str, dict[str, Any]]]) -> str:
     lines = [f"{'row':<16} {'measured':<15} {'vapipe':>7} {'naive':>6} {'hand':>6} {'limit':>6} {'unpl.':>6} "
-             f"{'cpu':>5}  {'peer':<16} targets (vapipe/x >= 1.3, 1.2, 0.9, 1.0; cpu >= 90 %)"]
+             f"{'cpu':>5}  {'peer':<16} {'ort/ov':>6}  targets (vapipe/x >= 1.3, 1.2, 0.9, 1.0; cpu >= 90 %)"]
     lines += [_summary_line(key, regime, res) for key, (regime, res) in results.items()]
     return "\n".join(lines)
 
@@ -154,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         clip, truth = row.clip(frames)
         print(f"\n== [{n}/{len(keys)}] {key} ({row.regime}): vapipe bench {row.pipeline} --source {clip.name} "
               f"--cameras {row.cameras} --frames {frames}" + "".join(f" --set '{s}'" for s in row.sets)
+              + (f" --engine {row.engine}" if row.engine != "openvino" else "")
               + f"   ({time.monotonic() - t0:.0f} s so far)", flush=True)
         res = run_bench(row.pipeline, str(clip), cameras=row.cameras, frames=frames, out=Path(args.out) / key,
                         rounds=args.rounds, config=config,
                         sets=row.sets, requests_sweep=row.sweep, peers=not args.no_peers, truth=truth,
-                        base_modes=MODES, log=lambda msg: print(msg, flush=True))
+                        base_modes=MODES, engine=row.engine, log=lambda msg: print(msg, flush=True))
         print(format_table(res), flush=True)
         results[key] = (row.regime, res)
     summary = format_summary(results)

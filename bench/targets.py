@@ -5,14 +5,15 @@ Targets, every bench: vapipe >= 1.3x naive, >= 1.2x hand-tuned, >= 0.9x the limi
 never loses to the runtimes' defaults), the process using >= 90 % of the cores, and
 with several cameras, per-camera FPS within 10 % of each other.  Against a peer: its
 own target (:data:`bench.peers.registry.PEERS`), and where lines of text have a ground
-truth, vapipe reads at least as many as the peer.
+truth, vapipe reads at least as many as the peer.  vapipe on another engine (``vapipe-ort``)
+is a ratio the other way round, ``vapipe-ort/vapipe``, with no target.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .plan import sweep_requests
+from .plan import ENGINE_MODES, sweep_requests
 
 __all__ = ["TARGETS", "CPU_TARGET", "CAMERA_SPREAD_MAX", "evaluate"]
 
@@ -26,7 +27,7 @@ def _check(name: str, value: float, ok: bool) -> dict[str, Any]:
 
 
 def evaluate(result: dict[str, Any]) -> dict[str, Any]:
-    """``limit_fps``, ``ratios`` ({"vapipe/MODE": x}) and ``checks`` ([{check, value, ok}])
+    """``limit_fps``, ``ratios`` ({"vapipe/MODE": x}, {"ENGINE-MODE/vapipe": x}) and ``checks`` ([{check, value, ok}])
     of a bench result (its ``modes``, ``peers`` and ``accuracy``)."""
     from .peers.registry import PEERS
 
@@ -38,9 +39,11 @@ def evaluate(result: dict[str, Any]) -> dict[str, Any]:
     vapipe = modes.get("vapipe", {})
     vap = vapipe.get("fps")
     refs = {m: r.get("fps") for m, r in modes.items()
-            if m not in ("vapipe", "decode-alone", "infer-alone") and sweep_requests(m) is None}
+            if m not in ("vapipe", "decode-alone", "infer-alone", *ENGINE_MODES) and sweep_requests(m) is None}
     refs["limit"] = out.get("limit_fps")
     ratios = {f"vapipe/{m}": round(vap / ref, 3) for m, ref in refs.items() if vap and ref}
+    ratios.update({f"{m}/vapipe": round(modes[m]["fps"] / vap, 3) for m in ENGINE_MODES
+                   if vap and modes.get(m, {}).get("fps")})
     out["ratios"] = ratios
     checks = [_check(f"{key} >= {target}", ratios[key], ratios[key] >= target)
               for key, target in TARGETS.items() if key in ratios]

@@ -4,17 +4,20 @@ write no files either).
 
 ``vapipe`` (asynchronous, thread plan), ``vapipe-sync`` (one request per camera, no
 overlap), ``vapipe-unplanned`` (``--cores 0``: every runtime's own thread defaults;
-``vapipe/vapipe-unplanned`` is what the plan is worth) and ``vapipe-rN`` (``--requests N``,
-the points of the latency-vs-FPS sweep).
+``vapipe/vapipe-unplanned`` is what the plan is worth), ``vapipe-rN`` (``--requests N``,
+the points of the latency-vs-FPS sweep) and ``vapipe-ort`` (every inference stage on
+ONNX Runtime, :mod:`bench.engine_modes`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .chain import load_spec
+from .engine_modes import engine_overrides, mode_engine
 from .measure import cpu_s, mode_result, write_records
 from .plan import BenchError, BenchPlan, sweep_requests
 from .recorder import RECORDER_TYPE, BenchRecorder
@@ -56,12 +59,19 @@ def bench_spec(spec: Any, plan: BenchPlan) -> Any:
 
 
 def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
-    """``mode``: vapipe, vapipe-sync, vapipe-unplanned or vapipe-rN (see the module docstring)."""
+    """``mode``: vapipe, vapipe-sync, vapipe-unplanned, vapipe-rN or vapipe-ort (see the module docstring)."""
     from pipeline.config import validate_pipeline
     from pipeline.graph import build_graph
     from pipeline.runtime import RunOptions, run_pipeline, source_ids
 
-    spec = bench_spec(load_spec(plan), plan)
+    spec = load_spec(plan)
+    engine = mode_engine(mode)
+    if engine:
+        overrides = {k: dict(v) for k, v in plan.overrides.items()}
+        for stage, params in engine_overrides(spec, engine).items():
+            overrides.setdefault(stage, {}).update(params)
+        plan = replace(plan, overrides=overrides)
+    spec = bench_spec(spec, plan)
     sources = [plan.source] * plan.cameras
     spec.stages[-1].params["source"] = source_ids(sources)[0]
     validate_pipeline(spec, plan.config)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.chain import load_chain, load_spec
+from bench.engine_modes import check_models, engine_mode
 from bench.plan import BenchPlan
 from bench.suite import ROWS, format_summary, main
 
@@ -23,6 +24,15 @@ def test_row_runs_a_shipped_pipeline_with_valid_overrides(row) -> None:
         assert set(precision.values()) == {"f32"}, precision
     else:
         assert set(precision.values()) == {None}, precision
+
+
+def test_ocr_rows_also_run_vapipe_on_onnxruntime() -> None:
+    rows = [r for r in ROWS if r.engine != "openvino"]
+    assert {r.key for r in rows} == {"ocr-720p-f32", "ocr-720p"}
+    for row in rows:   # the PP-OCR models are .onnx files: the mode is not refused
+        chain = load_chain(load_spec(BenchPlan(pipeline=row.pipeline, config=str(ROOT / "pipelines.yaml"),
+                                               source="", sets=list(row.sets))))
+        check_models(engine_mode(row.engine), [chain.detect, *chain.regions])
 
 
 def test_rows_cover_both_regimes() -> None:
@@ -44,7 +54,9 @@ def test_summary_line_per_row() -> None:
     text = format_summary({"faces-720p": ("decode-bound", res)})
     line = text.splitlines()[1]
     assert line.startswith("faces-720p") and "1.50" in line and "2.40x mediapipe" in line and "97%" in line
-    assert line.endswith("below target: vapipe/hand-tuned")
+    assert line.endswith("     -  below target: vapipe/hand-tuned")   # no vapipe-ort on this row
+    res["ratios"]["vapipe-ort/vapipe"] = 0.71
+    assert "2.40x mediapipe    0.71  below target" in format_summary({"ocr": ("inference-bound", res)})
 
 
 def test_unknown_row(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,3 +34,9 @@ def test_peer_target_accuracy_and_camera_spread() -> None:
     assert checks["vapipe CPU >= 90% of the cores"] == (0.5, False)
     assert checks["vapipe per-camera FPS spread <= 10%"] == (0.333, False)
     assert "limit_fps" not in out
+
+
+def test_engine_mode_is_a_ratio_to_vapipe_without_a_target() -> None:
+    out = evaluate(_result(naive={"fps": 5.0}, vapipe={"fps": 10.0}, **{"vapipe-ort": {"fps": 8.0}}))
+    assert out["ratios"] == {"vapipe/naive": 2.0, "vapipe-ort/vapipe": 0.8}
+    assert not any("vapipe-ort" in c["check"] for c in out["checks"])
