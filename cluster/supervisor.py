@@ -4,7 +4,8 @@
 (:mod:`cluster.placement`), one actor (:class:`cluster.actor.CameraGroup`) per node and group of
 cameras, each reserving ``cpus_per_camera`` Ray CPUs per camera (its thread budget).  Every
 ``poll_s`` it asks Ray which nodes are alive, collects the actors that ended or died and asks the
-others for their status (which renews their ownership lease).
+others for their status (which renews their ownership lease); an actor's record and what its
+reports do to its cameras' records are :mod:`cluster.groups`.
 
 A node that dies (Ray marks it dead once its raylet misses its health checks) or an actor that
 dies: its cameras are *lost*; once their lease has run out they are placed again on the nodes
@@ -21,13 +22,14 @@ import time
 import uuid
 import weakref
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .actor import CameraGroup, CameraTask, GroupOptions, actor_cores
+from .actor import GroupOptions, actor_cores
+from .groups import ActorGroup, launch_group
 from .placement import NodeInfo, spread
-from .records import CameraRecord, ClusterSummary, Loss, metrics, startup_times
+from .records import CameraRecord, ClusterSummary, metrics
 
 __all__ = ["ClusterOptions", "ClusterRun"]
 
@@ -55,21 +57,6 @@ class ClusterOptions:
     group_size: int | None = 32
     stop_timeout_s: float = 30.0
     max_concurrency: int = 4              # actor threads: run, status and stop calls at once
-
-
-@dataclass
-class _Group:
-    key: str
-    actor: Any
-    node: str
-    cameras: list[str]
-    cpus: float
-    ref: Any                               # the run() call: ready when the group ends or its actor dies
-    status_ref: Any = None
-    status: dict[str, Any] | None = None   # the last CameraGroup.status (or the final one it returned)
-    reached: float = field(default_factory=time.monotonic)
-    result: dict[str, Any] | None = None
-    gone: bool = False                     # ended, failed or lost: no longer polled
 
 
 class ClusterRun:
@@ -103,7 +90,7 @@ class ClusterRun:
         #: cameras taken out while the run goes (remove_camera): stopped, never placed again
         self.removed: set[str] = set()
         self.run_id = uuid.uuid4().hex[:12]
-        self.groups: dict[str, _Group] = {}
+        self.groups: dict[str, ActorGroup] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.nodes_lost: list[dict[str, Any]] = []
         #: (time, camera -> frames) of the latest polls
@@ -237,7 +224,7 @@ class ClusterRun:
         with self._lock:
             if whole:
                 if result is not None:  # else the next poll finds out what became of the actor
-                    self._end_group(g, result)
+                    g.end(result, self.cameras, self.stop_requested, self.removed)
                 return
             if result is not None:
                 cam.frames_now = max(cam.frames_now, int(result["frames"]))
@@ -309,41 +296,22 @@ class ClusterRun:
                 log.warning("node %s (%s) lost: cameras %s", nid[:12], info.address, ", ".join(cams) or "none")
                 for g in self.groups.values():
                     if g.node == nid and not g.gone:
-                        self._lose_group(g, "node died", now)
+                        g.lose("node died", now, self.cameras, self.removed)
         self.nodes = alive
 
     # groups --------------------------------------------------------------------------------
     def _launch(self, node: str, cams: list[CameraRecord]) -> None:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from .actor import task_dicts
-
         self._serial += 1
         key = f"{self.run_id}-{self._serial}"
         cpus = round(len(cams) * self.options.cpus_per_camera, 4)
-        tasks = []
-        for c in cams:
-            c.part += 1
-            start = c.start_seq if c.part == 0 else (c.last_seq + 1 if c.last_seq is not None else c.start_seq)
-            tasks.append(CameraTask(c.name, c.uri, c.part, start, c.frames))
         now = time.monotonic()
         holders = [self.groups[c.group] for c in cams if c.group in self.groups]
         wait = max([g.reached + self.options.lease_s - now for g in holders] + [0.0])
         opts = GroupOptions(run_id=self.run_id, output_dir=str(self.options.output_dir), overrides=self.overrides,
                             cpus=cpus, max_frames=self.options.max_frames, requests=self.options.requests,
                             lease_s=self.options.lease_s, start_after_s=round(wait, 3))
-        remote = ray.remote(CameraGroup).options(
-            num_cpus=cpus, max_restarts=0, max_task_retries=0, max_concurrency=self.options.max_concurrency,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False), name=f"vapipe-{key}")
-        actor = remote.remote(self.spec.model_dump(), self.config_path, task_dicts(tasks), asdict(opts))
-        group = _Group(key, actor, node, [c.name for c in cams], cpus, actor.run.remote())
+        group = launch_group(key, node, cams, self.spec, self.config_path, opts, self.options.max_concurrency, now)
         self.groups[key] = group
-        for c in cams:
-            c.state, c.node, c.group = "starting", node, key
-            c.placements.append({"node": node, "group": key, "start_seq": None, "frames": 0, "last_seq": None})
-            if c.losses and c.losses[-1].placed_at is None:
-                c.losses[-1].placed_at = now
         log.info("cameras %s on node %s (%s CPUs, %d cores)", ", ".join(group.cameras), node[:12], cpus,
                  actor_cores(cpus))
 
@@ -386,21 +354,6 @@ class ClusterRun:
             for i in range(0, len(group), size):
                 self._launch(node, group[i:i + size])
 
-    def _lose_group(self, g: _Group, reason: str, now: float) -> None:
-        g.gone = True
-        _kill(g.actor)
-        for name in g.cameras:
-            cam = self.cameras[name]
-            if cam.group != g.key or cam.state not in ("starting", "running"):
-                continue
-            cam.close_placement()
-            cam.fps = 0.0
-            if name in self.removed:  # taken out meanwhile: not placed again
-                cam.state = "stopped"
-                continue
-            cam.state = "lost"
-            cam.losses.append(Loss(node=g.node, reason=reason, detected_at=now, seen_seq=cam.last_seq))
-
     def _collect_ended(self) -> None:
         import ray
 
@@ -414,44 +367,9 @@ class ClusterRun:
             try:
                 result = ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - the actor or its node died
-                self._lose_group(g, f"actor died: {type(exc).__name__}", now)
+                g.lose(f"actor died: {type(exc).__name__}", now, self.cameras, self.removed)
                 continue
-            self._end_group(g, result)
-
-    def _end_group(self, g: _Group, result: dict[str, Any]) -> None:
-        """The group's run() returned ``result``: apply it to its cameras and release its actor."""
-        if g.gone:
-            return
-        g.result, g.gone = result, True
-        g.status = result.get("status") or g.status
-        self._apply_result(g, result)
-        _kill(g.actor)  # its process ends and its CPUs are free for other cameras
-
-    def _apply_result(self, g: _Group, result: dict[str, Any]) -> None:
-        summary = result.get("summary") or {}
-        stats = {s["source"]: s for s in summary.get("sources", [])}
-        lease_lost = result.get("state") == "lease_expired"
-        for name in g.cameras:
-            cam = self.cameras[name]
-            if cam.group != g.key:
-                continue
-            s = stats.get(name)
-            if s is not None:
-                cam.frames_now, cam.dropped = int(s["frames"]), int(s["dropped"])
-                cam.last_seq = s.get("last_seq", cam.last_seq)
-            error = (s or {}).get("error") or (result.get("error") if s is None else None)
-            cam.close_placement()
-            cam.fps = 0.0
-            if self.stop_requested.is_set() or name in self.removed:
-                cam.state = "stopped"
-            elif lease_lost:
-                cam.state = "lost"
-                cam.losses.append(Loss(node=g.node, reason="lease expired", detected_at=time.monotonic(),
-                                       seen_seq=cam.last_seq))
-            elif error:
-                cam.state, cam.error = "failed", error
-            else:
-                cam.state = "done"
+            g.end(result, self.cameras, self.stop_requested, self.removed)
 
     def _collect_status(self) -> None:
         import ray
@@ -475,41 +393,8 @@ class ClusterRun:
             except Exception:  # noqa: BLE001 - dies with its actor: _collect_ended sees it
                 continue
             g.reached = now
-            if g.gone:
-                continue
-            g.status = status
-            starts = status.get("starts", {})
-            for name, st in status.get("cameras", {}).items():
-                cam = self.cameras.get(name)
-                if cam is None or cam.group != g.key:
-                    continue
-                cam.frames_now, cam.fps, cam.dropped = int(st["frames"]), float(st["fps"]), int(st["dropped"])
-                if st.get("last_seq") is not None:
-                    cam.last_seq = int(st["last_seq"])
-                if cam.placements and cam.placements[-1]["start_seq"] is None and name in starts:
-                    cam.placements[-1]["start_seq"] = starts[name]
-                if cam.placements and "first_frame" in status.get("timings", {}):
-                    cam.placements[-1]["startup_s"] = startup_times(status["timings"])
-                if cam.frames_now > 0 and cam.state == "starting":
-                    cam.state = "running"
-                    if cam.losses and cam.losses[-1].resumed_at is None:
-                        loss = cam.losses[-1]
-                        loss.resumed_at = now
-                        loss.resume_seq = starts.get(name)
-                        loss.exact = status.get("exact", {}).get(name)
-                        loss.video_lost = status.get("lost", {}).get(name)
-                        self._count_unseen(cam, loss, status.get("before", {}).get(name))
-
-    @staticmethod
-    def _count_unseen(cam: CameraRecord, loss: Loss, before: int | None) -> None:
-        """The lost placement wrote frames after the driver's last look: its output says how many
-        (``before``: frame records the camera's output held when the next placement started)."""
-        if not loss.exact or before is None or len(cam.placements) < 2:
-            return
-        prev = cam.placements[-2]
-        prev["frames"] = int(prev.get("frames") or 0) + int(before) - cam.frames_before
-        prev["last_seq"] = None if loss.resume_seq is None else int(loss.resume_seq) - 1
-        cam.frames_before = int(before)
+            if not g.gone:
+                g.take_status(status, self.cameras, now)
 
     def _replace_lost(self) -> None:
         """Place the lost and the pending cameras (a lost camera's new actor starts it once the lease
@@ -519,18 +404,8 @@ class ClusterRun:
     def _abandon(self) -> None:
         """Kill every actor still there (they have ended, or did not stop in time)."""
         for g in self.groups.values():
-            _kill(g.actor)
+            g.kill()
             g.gone = True
         for cam in self.cameras.values():
             if cam.state not in ("done", "failed"):
                 cam.state = "stopped"
-
-
-def _kill(actor: Any) -> None:
-    import ray
-
-    try:
-        ray.kill(actor, no_restart=True)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .ov_errors import ov_reason as _ov_reason
+from .request_pool import InferencePool, Job
 
 __all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
 
@@ -88,26 +88,6 @@ class LoadedModel:
             return self._arbiter
 
 
-class Job:
-    """One inference started on a request; ``result`` is set once finished."""
-
-    __slots__ = ("request", "postprocess", "result", "done", "error", "arbiter")
-
-    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any], arbiter: Any = None) -> None:
-        self.request = request
-        self.postprocess = postprocess
-        self.result: Any = None
-        self.done = False
-        self.error: BaseException | None = None
-        self.arbiter = arbiter  # holds a slot of this arbiter until finished
-
-    def release(self) -> None:
-        """Give back the arbiter slot the job holds (once)."""
-        if self.arbiter is not None:
-            self.arbiter.release()
-            self.arbiter = None
-
-
 class _Request:
     """One infer request with its own input buffer and output views.
 
@@ -154,7 +134,7 @@ class _Request:
         return [self.request.get_output_tensor(i).data for i in range(self._n_out)]
 
 
-class RequestPool:
+class RequestPool(InferencePool):
     """Requests of one camera on a shared compiled model.
 
     Not thread-safe: one pool is used by one thread (the camera's worker).
@@ -163,13 +143,13 @@ class RequestPool:
     request's buffers, valid only during the call) and returns the result.
     """
 
+    model: LoadedModel
+    #: a request whose wait raised is not reused: its job stays first in flight until drained
+    retire_failed_wait = False
+
     def __init__(self, model: LoadedModel, num_requests: int, priority: Any = None) -> None:
-        self.model = model
-        self.size = 0
-        self.priority = priority
-        self._arbiter = model.arbiter() if priority is not None else None
+        super().__init__(model, 0, priority)
         self._idle: list[_Request] = []
-        self._inflight: deque[Job] = deque()
         self.grow(num_requests)
 
     def grow(self, size: int) -> None:
@@ -191,73 +171,28 @@ class RequestPool:
         if image.ndim == 3:
             image = image[None]
         keep = slot.feed(image)
-        if self._arbiter is not None:
-            try:
-                self._arbiter.acquire(self.priority, self.finish_completed)
-            except BaseException:
-                self._idle.append(slot)
-                raise
+        try:
+            self._acquire()
+        except BaseException:
+            self._idle.append(slot)
+            raise
         slot.request.start_async()
         job = Job(slot, postprocess, self._arbiter)
         job.result = keep  # keeps a shared input alive while the request reads it
         self._inflight.append(job)
         return job
 
-    def is_done(self, job: Job) -> bool:
-        return job.done or job.request.request.wait_for(0)
+    def _completed(self, job: Job) -> bool:
+        return job.request.request.wait_for(0)
 
-    def finish_completed(self) -> None:
-        """Finish every job whose request is done (results and errors stay on the jobs)."""
-        for job in list(self._inflight):
-            if not job.done and self.is_done(job):
-                try:
-                    self.finish(job)
-                except Exception:  # noqa: BLE001 - kept on the job for whoever asks
-                    pass
+    def _wait(self, job: Job) -> None:
+        job.request.request.wait()
 
-    def finish(self, job: Job) -> Any:
-        """Wait for ``job`` and return its post-processed result."""
-        if job.done:
-            if job.error is not None:
-                raise job.error
-            return job.result
-        slot: _Request = job.request
-        try:
-            slot.request.wait()
-        finally:
-            job.release()
-        self._inflight.remove(job)
-        job.done = True
-        job.result = None
-        try:
-            job.result = job.postprocess(slot.outputs())
-        except (ValueError, IndexError) as exc:
-            # outputs the decoder cannot read (a model of another family): say which model
-            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
-            raise job.error from exc
-        finally:
-            self._idle.append(slot)
-        return job.result
+    def _outputs(self, job: Job) -> list[np.ndarray]:
+        return job.request.outputs()
 
-    def run(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Any:
-        """Synchronous convenience: start and finish one job."""
-        return self.finish(self.start(image, postprocess))
-
-    def drain(self) -> None:
-        """Finish every job in flight (on close): a job whose post-processing fails keeps
-        its error for whoever asks for its result; the other jobs still finish."""
-        while self._inflight:
-            job = self._inflight[0]
-            try:
-                self.finish(job)
-            except Exception:  # noqa: BLE001 - stored on the job (or the request is gone)
-                if self._inflight and self._inflight[0] is job:
-                    self._inflight.popleft()
-                    job.done = True
-
-    @property
-    def busy(self) -> int:
-        return len(self._inflight)
+    def _recycle(self, job: Job) -> None:
+        self._idle.append(job.request)  # the request may run again: its output views are done with
 
 
 def validate_device(device: str) -> str:

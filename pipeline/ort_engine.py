@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .engine import EngineError, InputSpec, Job
+from .engine import EngineError, InputSpec
+from .request_pool import InferencePool, Job
 
 __all__ = ["OrtEngine", "OrtModel", "OrtRequestPool", "get_ort_engine", "global_pool", "preprocess"]
 
@@ -111,17 +111,15 @@ class OrtModel:
         return self.session.run(self.output_names, feed)
 
 
-class OrtRequestPool:
+class OrtRequestPool(InferencePool):
     """One camera's inferences in flight on a shared :class:`OrtModel` (same contract as
     :class:`pipeline.engine.RequestPool`; used by one thread).  ``start`` copies nothing:
     the image must stay unchanged until the job finishes (stages pass fresh arrays)."""
 
+    model: OrtModel
+
     def __init__(self, model: OrtModel, num_requests: int, priority: Any = None) -> None:
-        self.model = model
-        self.size = max(1, num_requests)
-        self.priority = priority
-        self._arbiter = model.arbiter() if priority is not None else None
-        self._inflight: deque[Job] = deque()
+        super().__init__(model, max(1, num_requests), priority)
 
     def grow(self, size: int) -> None:
         self.size = max(self.size, size)
@@ -131,59 +129,20 @@ class OrtRequestPool:
             self.finish(self._inflight[0])
         if image.ndim == 3:
             image = image[None]
-        if self._arbiter is not None:
-            self._arbiter.acquire(self.priority, self.finish_completed)
+        self._acquire()
         future: Future = self.model.runner.submit(self.model.infer, image)
         job = Job(future, postprocess, self._arbiter)
         self._inflight.append(job)
         return job
 
-    def is_done(self, job: Job) -> bool:
-        return job.done or job.request.done()
+    def _completed(self, job: Job) -> bool:
+        return job.request.done()
 
-    def finish_completed(self) -> None:
-        """Finish every job whose inference is done (results and errors stay on the jobs)."""
-        for job in list(self._inflight):
-            if not job.done and self.is_done(job):
-                try:
-                    self.finish(job)
-                except Exception:  # noqa: BLE001 - kept on the job for whoever asks
-                    pass
+    def _wait(self, job: Job) -> None:
+        job.request.result()
 
-    def finish(self, job: Job) -> Any:
-        if job.done:
-            if job.error is not None:
-                raise job.error
-            return job.result
-        try:
-            outputs = job.request.result()
-        finally:
-            job.release()
-            self._inflight.remove(job)
-            job.done = True
-        try:
-            job.result = job.postprocess(outputs)
-        except (ValueError, IndexError) as exc:
-            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
-            raise job.error from exc
-        return job.result
-
-    def run(self, image: np.ndarray, postprocess: Callable[[list[np.ndarray]], Any]) -> Any:
-        return self.finish(self.start(image, postprocess))
-
-    def drain(self) -> None:
-        while self._inflight:
-            job = self._inflight[0]
-            try:
-                self.finish(job)
-            except Exception:  # noqa: BLE001 - kept on the job for whoever asks
-                if self._inflight and self._inflight[0] is job:
-                    self._inflight.popleft()
-                    job.done = True
-
-    @property
-    def busy(self) -> int:
-        return len(self._inflight)
+    def _outputs(self, job: Job) -> list[np.ndarray]:
+        return job.request.result()  # the finished future's value, at once
 
 
 class OrtEngine:
