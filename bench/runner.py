@@ -113,7 +113,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     inference stage on this engine (``onnxruntime``: ``vapipe-ort``, refused in one line when a
     model is not .onnx); ``truth``: ground-truth text lines of the source
     (:func:`bench.clips.ticker_clip`) for the reading accuracy of every mode."""
-    from pipeline.config import load_config
+    from pipeline.config import load_pipeline
     from pipeline.videofile import count_frames
 
     from . import agreement, report, targets
@@ -125,7 +125,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     extra = engine_mode(engine)
     _check_arguments(source, cameras, rounds, frames, [*(modes or ()), *base_modes], requests_sweep)
     config = str(Path(config).resolve())
-    load_config(config).get(name)   # a missing pipeline or a bad file: one line
+    load_pipeline(config, name, check_files=False)  # a missing pipeline or a bad file: one line
     total, width, height = count_frames(source)
     frames = frames or total
     out = Path(out)

@@ -131,7 +131,7 @@ def to_overrides(settings: dict[str, Any], spec: Any) -> dict[str, dict[str, Any
 def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, frames: int | None = None,
              out: str | Path = "overrides.yaml", config: str | Path = "pipelines.yaml", top: int = 3,
              log: Callable[[str], None] | None = None) -> TuneResult:
-    from pipeline.config import load_config
+    from pipeline.config import load_pipeline
     from pipeline.videofile import count_frames
 
     if budget_s <= 0:
@@ -140,7 +140,7 @@ def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, 
         raise ValueError(f"--cameras must be >= 1, got {cameras}")
     say = log or (lambda msg: None)
     config = str(Path(config).resolve())
-    spec = load_config(config).get(name)
+    spec = load_pipeline(config, name)
     _, infer, resize, _ = _stage_roles(spec)
     if not infer:
         raise ValueError(f"pipeline {name!r} has no inference stage to tune")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .registry import UnknownStageType, resolve_stage_type
 
-__all__ = ["ConfigError", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "parse_config",
+__all__ = ["ConfigError", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline", "parse_config",
            "DEFAULT_CONFIG", "apply_overrides", "load_override_file", "apply_override_file"]
 
 DEFAULT_CONFIG = "pipelines.yaml"
@@ -103,6 +103,14 @@ def load_config(path: str | Path = DEFAULT_CONFIG, check_files: bool = True,
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read pipeline file {p}: {exc}") from None
     return parse_config(text, str(p), check_files=check_files, exclude=exclude)
+
+
+def load_pipeline(path: str | Path, name: str, check_files: bool = True) -> PipelineSpec:
+    """Pipeline ``name`` of the file at ``path``: every pipeline's structure is checked, model
+    files only for this one (a pipeline whose model is missing does not stop the others)."""
+    spec = load_config(path, check_files=False).get(name)
+    validate_pipeline(spec, str(path), check_files=check_files)
+    return spec
 
 
 def parse_config(text: str, path: str = "<string>", check_files: bool = True,

@@ -115,7 +115,7 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
 
     from stages.detect import Detect, detector_adapter
 
-    from .config import load_config
+    from .config import load_pipeline
     from .engine import get_engine
     from .frame import Frame
     from .models import resolve_model
@@ -128,7 +128,7 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     if "://" in source or not Path(source).is_file():
         raise QuantizeError(f"quantize needs a video file as --source (frames are sampled over all of it); "
                             f"not a file: {source}")
-    spec = load_config(config).get(name)
+    spec = load_pipeline(config, name)
     detects = [st for st in spec.stages if issubclass(resolve_stage_type(st.type), Detect)]
     if not detects:
         raise QuantizeError(f"pipeline {name!r} has no detect stage to quantize")

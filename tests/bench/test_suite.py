@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.key for r in ROWS])
-def test_row_runs_a_shipped_pipeline_with_valid_overrides(row) -> None:
+def test_row_runs_a_shipped_pipeline_with_valid_overrides(row, request: pytest.FixtureRequest) -> None:
+    if row.pipeline == "objects":  # the YOLO model users bring: the shared folder's export
+        request.getfixturevalue("shared_models_dir")
     chain = load_chain(load_spec(BenchPlan(pipeline=row.pipeline, config=str(ROOT / "pipelines.yaml"), source="",
                                            sets=list(row.sets))))
     precision = {p.stage: p.baseline_config.get("INFERENCE_PRECISION_HINT") for p in [chain.detect, *chain.regions]}

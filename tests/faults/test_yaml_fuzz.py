@@ -259,7 +259,7 @@ def check_loader(text: str) -> None:
 
 def test_seeds_are_valid() -> None:
     for seed in SEEDS:
-        cfg = parse_config(seed, PATH)
+        cfg = parse_config(seed, PATH, check_files=False)  # models users bring may be missing here
         assert cfg.pipelines
         for spec in cfg.pipelines.values():
             build_graph(spec, PATH)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from pipeline.config import ConfigError, apply_overrides, load_config, parse_config
+from pipeline.config import ConfigError, apply_overrides, load_config, load_pipeline, parse_config
 from pipeline.graph import build_graph
 
 GOOD = """
@@ -100,9 +102,31 @@ def test_graph_renders_in_all_formats() -> None:
 
 
 def test_shipped_pipelines_file_is_valid(models_dir) -> None:
-    cfg = load_config("pipelines.yaml")
+    """Every pipeline is well formed; those on catalogued models find them (the ones for models
+    users bring are checked with those models in tests/pipeline/test_model_pipelines.py)."""
+    cfg = load_config("pipelines.yaml", check_files=False)
     assert {"faces", "ocr", "persons"} <= set(cfg.pipelines)
     faces = [s.name for s in cfg.get("faces").stages]
     assert faces == ["decode", "face_detect", "landmarks", "encode", "metadata"]
     for spec in cfg.pipelines.values():
         build_graph(spec)
+    for name in ("faces", "ocr", "persons"):
+        assert load_pipeline("pipelines.yaml", name).name == name
+
+
+def test_a_pipeline_whose_model_is_missing_stops_only_itself(tmp_path: Path) -> None:
+    text = """
+pipelines:
+  ok:
+    stages: [{name: decode, type: decode}]
+  brought:
+    stages:
+      - {name: decode, type: decode}
+      - {name: detect, type: detect, params: {model: nowhere/mine}}
+"""
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    assert load_pipeline(path, "ok").name == "ok"
+    with pytest.raises(ConfigError, match=r"p.yaml:\d+: pipeline 'brought' stage 'detect': model 'nowhere/mine' "
+                                          r"is not in the catalogue.*--set detect.model=PATH"):
+        load_pipeline(path, "brought")

@@ -80,7 +80,7 @@ def test_vehicles_get_colour_and_type_and_nothing_else_does(models_dir: Path, cl
 
 
 @pytest.mark.parametrize("name", ["objects", "vehicles", "people"])
-def test_shipped_pipelines_validate(models_dir: Path, name: str) -> None:
+def test_shipped_pipelines_validate(shared_models_dir: Path, name: str) -> None:
     from pipeline.config import load_config
     from pipeline.graph import build_graph
 
