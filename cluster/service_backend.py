@@ -58,8 +58,10 @@ class ClusterHandle:
                 pass
         finally:
             self.backend.release(self.instance_id)
-            self._done.set()
-            self._on_end(self)
+            try:  # the instance's final state first: stop() returns once it is set
+                self._on_end(self)
+            finally:
+                self._done.set()
 
     # control ---------------------------------------------------------------------------------
     def add_source(self, uri: str) -> str:
