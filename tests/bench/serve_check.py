@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import SHARED
-from tests.live.helpers import CLIP, SYSTEM_PYTHON, Server, free_port
+from tests.live.helpers import PERSON_CLIP as CLIP, SYSTEM_PYTHON, Server, free_port
 
 VIDEOS = SHARED / "data" / "videos"
 FILE_CLIP = VIDEOS / "car-detection.mp4"
