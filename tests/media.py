@@ -14,11 +14,11 @@ import itertools
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["ClipSpec", "CLIP", "write_clip", "write_images", "frames_of"]
+__all__ = ["ClipSpec", "CLIP", "write_clip", "write_images", "frames_of", "encode_images"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,26 @@ def scene_images(spec: ClipSpec) -> Iterator[np.ndarray]:
 
 #: container -> (codec, pixel format); H.264 unless the container is one that cannot hold it
 _CODECS = {"avi": ("mpeg4", "yuv420p"), "gif": ("gif", "rgb8")}
+
+
+def encode_images(path: Path, images: Iterable[np.ndarray], fps: int, options: dict[str, str]) -> Path:
+    """BGR images (H, W, 3), all of one size, as an H.264 (libx264, yuv420p) file at ``fps``, with
+    the encoder ``options`` (e.g. ``{"g": "25", "preset": "veryfast", "crf": "30"}``)."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = None
+        for i, image in enumerate(images):
+            if stream is None:
+                stream = out.add_stream("libx264", rate=fps)
+                stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
+                stream.options = dict(options)
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            out.mux(stream.encode(frame))
+        if stream is not None:
+            out.mux(stream.encode(None))
+    return path
 
 
 def write_clip(path: Path, spec: ClipSpec = CLIP) -> Path:

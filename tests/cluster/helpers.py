@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -48,25 +47,20 @@ def start_cluster(workers: int, cpus: float = 1.0) -> Any:
 
 def make_clip(path: Path, frames: int, size: tuple[int, int] = (320, 240), fps: int = 25, gop: int = 25) -> Path:
     """An H.264 clip whose every frame differs (a bar moves, the grey level changes), IDR every ``gop`` frames."""
-    import av
     import numpy as np
 
+    from tests.media import encode_images
+
     width, height = size
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"g": str(gop), "preset": "veryfast", "crf": "30"}
-        for i in range(frames):
-            img = np.full((height, width, 3), (i * 5) % 200 + 20, np.uint8)
-            x = (i * 3) % (width - 16)
-            img[:, x:x + 16] = (255, 128, 0)
-            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
-            frame.pts, frame.time_base = i, Fraction(1, fps)
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+
+    def image(i: int) -> np.ndarray:
+        img = np.full((height, width, 3), (i * 5) % 200 + 20, np.uint8)
+        x = (i * 3) % (width - 16)
+        img[:, x:x + 16] = (255, 128, 0)
+        return img
+
+    return encode_images(path, (image(i) for i in range(frames)), fps,
+                         {"g": str(gop), "preset": "veryfast", "crf": "30"})
 
 
 #: decode paced like a camera (25 fps) -> MP4 -> JSON Lines: no model, light enough for many cameras

@@ -8,7 +8,6 @@ through the real runtime without any model or shared asset.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
@@ -34,26 +33,18 @@ class Mover:
 
 
 def make_clip(path: Path, movers: list[Mover], frames: int) -> Path:
-    import av
+    from tests.media import encode_images
 
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        stream.options = {"crf": "18", "preset": "veryfast"}
-        for i in range(frames):
-            image = np.full((HEIGHT, WIDTH, 3), BACKGROUND, np.uint8)
-            for m in movers:
-                centre = m.path(i)
-                if centre is not None:
-                    x, y = (int(round(v - SIDE / 2)) for v in centre)
-                    image[max(y, 0):max(y + SIDE, 0), max(x, 0):max(x + SIDE, 0)] = COLOURS[m.colour]
-            vf = av.VideoFrame.from_ndarray(image, format="bgr24")
-            vf.pts, vf.time_base = i, Fraction(1, FPS)
-            for packet in stream.encode(vf):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    def image(i: int) -> np.ndarray:
+        img = np.full((HEIGHT, WIDTH, 3), BACKGROUND, np.uint8)
+        for m in movers:
+            centre = m.path(i)
+            if centre is not None:
+                x, y = (int(round(v - SIDE / 2)) for v in centre)
+                img[max(y, 0):max(y + SIDE, 0), max(x, 0):max(x + SIDE, 0)] = COLOURS[m.colour]
+        return img
+
+    return encode_images(path, (image(i) for i in range(frames)), FPS, {"crf": "18", "preset": "veryfast"})
 
 
 class ColourShapes(Stage):
