@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="calibration frames, spread over the video (as many others check the result)")
     q.add_argument("--out", default=None, metavar="FILE.xml",
                    help="INT8 model to write (default: ~/.cache/vapipe/int8/MODEL-int8.xml)")
+    q.add_argument("--max-drop", type=float, default=2.5, metavar="POINTS",
+                   help="on the calibration frames INT8 may keep this many percentage points fewer of the f32 "
+                        "boxes than the default precision; the most harmful layers go back to f32 until it does "
+                        "(100: every layer INT8)")
 
     d = with_config(sub.add_parser("doctor", help="threads and devices every runtime uses, and the thread plan"))
     d.add_argument("--pipeline", default=None, metavar="NAME", help="show the thread plan for this pipeline")
@@ -224,7 +228,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .quantize import quantize_detector
 
         result = quantize_detector(args.name, args.source, config=config_path, stage=args.stage, frames=args.frames,
-                                   out=args.out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+                                   out=args.out, max_drop=args.max_drop / 100,
+                                   log=lambda msg: print(msg, file=sys.stderr, flush=True))
         print(result.summary())
         return EXIT_OK
     if args.command == "tune":

@@ -51,16 +51,18 @@ def test_int8_person_detector_keeps_boxes_and_runs(videos_dir: Path, models_dir:
     assert agreement["matched"] >= 0.95 * agreement["objects_ref"], agreement
 
 
-@pytest.mark.parametrize("case", ["no detect stage", "not a file", "unknown stage"])
+@pytest.mark.parametrize("case", ["no detect stage", "not a file", "unknown stage", "max drop"])
 def test_quantize_errors_are_one_line(case: str, clip: Path, models_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "p.yaml"
     config.write_text("pipelines:\n  plain:\n    stages:\n      - {name: decode, type: decode}\n"
                       "      - {name: metadata, type: metadata}\n", encoding="utf-8")
     args = {"no detect stage": ["quantize", "plain", "--config", config, "--source", clip],
             "not a file": ["quantize", "persons", "--source", "rtsp://127.0.0.1:9/cam"],
-            "unknown stage": ["quantize", "persons", "--source", clip, "--stage", "nope"]}[case]
+            "unknown stage": ["quantize", "persons", "--source", clip, "--stage", "nope"],
+            "max drop": ["quantize", "persons", "--source", clip, "--max-drop", "120"]}[case]
     expected = {"no detect stage": "pipeline 'plain' has no detect stage to quantize",
                 "not a file": "quantize needs a video file as --source",
-                "unknown stage": "pipeline 'persons' has no detect stage 'nope'; detect stages: person_detect"}[case]
+                "unknown stage": "pipeline 'persons' has no detect stage 'nope'; detect stages: person_detect",
+                "max drop": "--max-drop must be between 0 and 100 (percentage points), got 120"}[case]
     line = one_error_line(vapipe(cli_env(models_dir), *args))
     assert expected in line, line
