@@ -15,7 +15,7 @@ quantisers in front of it) and restoring its original bias, so the model written
 exactly the model validated.  NNCF's own ``quantize_with_accuracy_control`` does the same
 with a costlier ranking (every quantiser group, by output error or by the metric on the
 frames it harms most): on the pose detector, with the same metric and a 3-point drop, it
-reverted all 90 operations in 17 minutes without getting there; this takes ~17 s of CPU.
+reverted all 90 operations in 17 minutes without getting there; this takes ~15 s of CPU.
 """
 
 from __future__ import annotations
