@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .registry import UnknownStageType, resolve_stage_type
 
-__all__ = ["ConfigError", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline", "parse_config",
+__all__ = ["ConfigError", "ModelNotFound", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline", "parse_config",
            "DEFAULT_CONFIG", "apply_overrides", "load_override_file", "apply_override_file"]
 
 DEFAULT_CONFIG = "pipelines.yaml"
@@ -29,6 +29,10 @@ class ConfigError(ValueError):
     def __init__(self, message: object = "") -> None:
         # Names and values quoted from the file may contain line breaks: keep them visible, on one line.
         super().__init__("\\n".join(str(message).splitlines()))
+
+
+class ModelNotFound(ConfigError):
+    """A stage names a model that is neither catalogued nor a file here (one users bring)."""
 
 
 class StageSpec(BaseModel):
@@ -218,7 +222,7 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
             try:
                 resolve_model(params.model)
             except UnknownModelError as exc:  # a model the user brings: say how to give it
-                raise ConfigError(f"{where}: model {exc.name!r} is not in the catalogue nor in {models_dir()}; "
+                raise ModelNotFound(f"{where}: model {exc.name!r} is not in the catalogue nor in {models_dir()}; "
                                   f"run with --set {st.name}.model=PATH ({MODEL_FORMS})") from None
             except FileNotFoundError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
