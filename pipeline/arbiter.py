@@ -13,9 +13,11 @@ seconds goes ahead of everyone (its guaranteed minimum rate).  Cameras that wait
 not queue frames without bound: a live source keeps only its newest frames and counts
 the ones it drops (:mod:`pipeline.runtime`).
 
-A waiting camera finishes its own completed requests while it waits, so slots held
-by finished work come back even when their owner is the one waiting.  Without any
-priority set, pools use no arbiter and nothing changes.
+A slot is held while its inference runs, not until its owner collects the result:
+waiting cameras give back the slots of finished inferences (:meth:`RequestArbiter.watch`)
+and finish their own completed requests while they wait, so a stream never idles
+because the camera that used it last is busy elsewhere.  Without any priority set,
+pools use no arbiter and nothing changes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ __all__ = ["LEVELS", "SourcePriority", "RequestArbiter"]
 
 #: priority names, most urgent first
 LEVELS = ("high", "normal", "low")
+#: how often a waiting camera that is not next looks again (a camera falls below its
+#: ``min_fps`` with time, not with an event)
+RANK_CHECK_S = 0.02
 
 
 @dataclass
@@ -63,53 +68,76 @@ class RequestArbiter:
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, int(capacity))
         self._cond = threading.Condition()
-        self._active = 0
+        self._held: dict[int, Callable[[], bool] | None] = {}  # slot ticket -> "is its inference over?"
         self._waiting: dict[int, SourcePriority] = {}
         self._order = itertools.count()
 
     @property
     def active(self) -> int:
-        return self._active
+        return len(self._held)
 
     def acquire(self, who: SourcePriority, while_waiting: Callable[[], None] | None = None,
-                poll_s: float = 0.001) -> None:
-        """Block until ``who`` may start a request.  ``while_waiting`` runs between checks, on
-        the caller's thread (a pool finishes its own completed requests there, which releases
-        their slots)."""
+                poll_s: float = 0.001) -> int:
+        """Block until ``who`` may start a request; returns the ticket of the slot it now holds
+        (give it back with :meth:`release`).  Only the camera that starts next polls (every
+        ``poll_s``) for inferences that ended; ``while_waiting`` runs between its checks, on
+        the caller's thread (a pool finishes its own completed requests there)."""
         ticket = next(self._order)
         with self._cond:
-            if self._active < self.capacity and not self._waiting:
-                self._grant(who)
-                return
+            if len(self._held) < self.capacity and not self._waiting:
+                return self._grant(who, ticket)
             self._waiting[ticket] = who
             who.waits += 1
+        first = False
         try:
             while True:
-                if while_waiting is not None:
+                if first and while_waiting is not None:
                     while_waiting()
                 with self._cond:
-                    if self._active < self.capacity and self._next(time.monotonic()) == ticket:
+                    self._reclaim()
+                    first = self._next(time.monotonic()) == ticket
+                    if first and len(self._held) < self.capacity:
                         del self._waiting[ticket]
                         if who.rank(time.monotonic()) < 0:
                             who.promoted += 1
-                        self._grant(who)
                         self._cond.notify_all()
-                        return
-                    self._cond.wait(poll_s)
+                        return self._grant(who, ticket)
+                    # the next to start watches for ended inferences; the others sleep until
+                    # a slot is released or a start changes the order (or ranks change with time)
+                    self._cond.wait(poll_s if first else RANK_CHECK_S)
         except BaseException:
             with self._cond:
                 self._waiting.pop(ticket, None)
                 self._cond.notify_all()
             raise
 
-    def release(self) -> None:
+    def watch(self, ticket: int, over: Callable[[], bool]) -> None:
+        """``over()`` tells (without blocking, from any thread) whether the inference started
+        on slot ``ticket`` has ended: waiters then take the slot back before its owner
+        collects the result."""
         with self._cond:
-            self._active = max(0, self._active - 1)
-            self._cond.notify_all()
+            if ticket in self._held:
+                self._held[ticket] = over
 
-    def _grant(self, who: SourcePriority) -> None:
-        self._active += 1
+    def release(self, ticket: int | None = None) -> None:
+        """Give back slot ``ticket`` (again: no-op); None: the oldest slot held."""
+        with self._cond:
+            if ticket is None:
+                ticket = next(iter(self._held), None)
+            if ticket in self._held:
+                del self._held[ticket]
+                self._cond.notify_all()
+
+    def _reclaim(self) -> None:
+        """Free the slots whose inference has ended (lock held)."""
+        for ticket, over in list(self._held.items()):
+            if over is not None and over():
+                del self._held[ticket]
+
+    def _grant(self, who: SourcePriority, ticket: int) -> int:
+        self._held[ticket] = None
         who.last_start = time.monotonic()
+        return ticket
 
     def _next(self, now: float) -> int:
         """The waiting ticket that starts next: lowest rank, then oldest."""

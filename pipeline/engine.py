@@ -172,15 +172,14 @@ class RequestPool(InferencePool):
             image = image[None]
         keep = slot.feed(image)
         try:
-            self._acquire()
+            ticket = self._acquire()
         except BaseException:
             self._idle.append(slot)
             raise
         slot.request.start_async()
-        job = Job(slot, postprocess, self._arbiter)
+        job = Job(slot, postprocess, self._arbiter, ticket)
         job.result = keep  # keeps a shared input alive while the request reads it
-        self._inflight.append(job)
-        return job
+        return self._started(job)
 
     def _completed(self, job: Job) -> bool:
         return job.request.request.wait_for(0)

@@ -49,6 +49,7 @@ class TransformedFrame(Frame):
 
     source: Frame | None = None
     geometry: ViewGeometry | None = None
+    _turned: tuple[np.ndarray, ...] | None = None
 
     @classmethod
     def view_of(cls, frame: Frame, source: Frame, geometry: ViewGeometry, detections: Detections) -> TransformedFrame:
@@ -87,7 +88,12 @@ class TransformedFrame(Frame):
         key = (width, height, fmt)
         hit = self._resized.get(key)
         if hit is None:
-            hit = self._resized[key] = _render(self.source, self.geometry.resize(width, height), fmt)
+            turned = self._turned_window()
+            if turned is not None:
+                hit = _warp_turned(self.source, turned, None, width, height, fmt, cv2.BORDER_REPLICATE)
+            else:
+                hit = _render(self.source, self.geometry.resize(width, height), fmt)
+            self._resized[key] = hit
         return hit
 
     def warped(self, matrix: np.ndarray, width: int, height: int, fmt: str = "bgr24",
@@ -101,10 +107,36 @@ class TransformedFrame(Frame):
             raise ValueError(f"unknown border {border!r}; valid: constant, replicate")
         m = np.asarray(matrix, np.float64).reshape(2, 3)
         g = self.geometry
+        mode = cv2.BORDER_CONSTANT if border == "constant" else cv2.BORDER_REPLICATE
+        turned = self._turned_window()
+        if turned is not None:
+            return _warp_turned(self.source, turned, m @ _view_scale(g, turned), width, height, fmt, mode)
         composite = m[:, :2] @ g.cv_matrix()
         composite[:, 2] += m[:, 2]
-        mode = cv2.BORDER_CONSTANT if border == "constant" else cv2.BORDER_REPLICATE
         return _warp(self.source, g, composite, width, height, fmt, mode)
+
+    def _turned_window(self) -> tuple[np.ndarray, ...] | None:
+        """For a turned or mirrored view: the source's window turned into the view's
+        orientation by exact pixel moves, unscaled, as Y, U, V planes (4:2:0) or one BGR
+        image; cached.  Scaling and warping then read the same pixels as they would from a
+        clip turned beforehand (a mirrored warp rounds its sampling grid the other way).
+        None for views that are not turned, and for windows with odd or fractional edges
+        (their chroma samples do not turn onto samples)."""
+        if self._turned is not None:
+            return self._turned
+        g = self.geometry
+        m = g.matrix
+        if not g.transposed and m[0, 0] > 0 and m[1, 1] > 0:
+            return None
+        win = _window(g)
+        if not win.exact or any(v % 2 for v in (win.x0, win.y0, win.x1, win.y1)):
+            return None
+        src = self.source
+        if src.has_image:
+            self._turned = (_orient(win.image(src.image()), g),)
+        else:
+            self._turned = tuple(_orient(p, g) for p in win.planes(yuv420_planes(src.av_frame)))
+        return self._turned
 
 
 def sink_picture(frame: Frame, view: SinkView) -> tuple[Frame, np.ndarray | None]:
@@ -204,6 +236,35 @@ def _render(source: Frame, g: ViewGeometry, fmt: str, from_image: bool = False) 
     if not g.transposed and g.matrix[0, 0] > 0 and g.matrix[1, 1] > 0:
         return out if out.flags.c_contiguous else np.ascontiguousarray(out)
     return _orient(out, g)
+
+
+def _view_scale(g: ViewGeometry, turned: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The 3x3 map from pixel centres of the turned window ``turned`` to the view's pixel centres."""
+    th, tw = turned[0].shape[:2]
+    sx, sy = g.size[0] / tw, g.size[1] / th
+    return np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5], [0.0, 0.0, 1.0]])
+
+
+def _warp_turned(source: Frame, turned: tuple[np.ndarray, ...], m: np.ndarray | None, width: int, height: int,
+                 fmt: str, mode: int) -> np.ndarray:
+    """The turned window (see :meth:`TransformedFrame._turned_window`) through the affine ``m``
+    (its pixel centres -> output pixel centres), or scaled to (height, width) when ``m`` is None."""
+    resize = m is None
+    if m is not None:
+        m = np.asarray(m, np.float64)[:2]
+    if len(turned) == 3:
+        full_range = source.av_frame.format.name == "yuvj420p"
+        if resize:
+            return resize_yuv420(turned, full_range, width, height, fmt)
+        return warp_yuv420(turned, full_range, m, width, height, fmt, mode)
+    image = turned[0]
+    if resize:
+        out = image if image.shape[:2] == (height, width) else cv2.resize(image, (width, height),
+                                                                          interpolation=cv2.INTER_LINEAR)
+    else:
+        out = cv2.warpAffine(image, m, (width, height), flags=cv2.INTER_LINEAR, borderMode=mode,
+                             borderValue=(0, 0, 0))
+    return _convert(out, fmt)
 
 
 def _warp(source: Frame, g: ViewGeometry, m: np.ndarray, width: int, height: int, fmt: str, mode: int) -> np.ndarray:

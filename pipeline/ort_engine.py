@@ -129,11 +129,9 @@ class OrtRequestPool(InferencePool):
             self.finish(self._inflight[0])
         if image.ndim == 3:
             image = image[None]
-        self._acquire()
+        ticket = self._acquire()
         future: Future = self.model.runner.submit(self.model.infer, image)
-        job = Job(future, postprocess, self._arbiter)
-        self._inflight.append(job)
-        return job
+        return self._started(Job(future, postprocess, self._arbiter, ticket))
 
     def _completed(self, job: Job) -> bool:
         return job.request.done()

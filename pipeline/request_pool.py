@@ -23,20 +23,23 @@ __all__ = ["Job", "InferencePool"]
 class Job:
     """One inference started on a request; ``result`` is set once finished."""
 
-    __slots__ = ("request", "postprocess", "result", "done", "error", "arbiter")
+    __slots__ = ("request", "postprocess", "result", "done", "error", "arbiter", "ticket")
 
-    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any], arbiter: Any = None) -> None:
+    def __init__(self, request: Any, postprocess: Callable[[list[np.ndarray]], Any], arbiter: Any = None,
+                 ticket: int | None = None) -> None:
         self.request = request
         self.postprocess = postprocess
         self.result: Any = None
         self.done = False
         self.error: BaseException | None = None
-        self.arbiter = arbiter  # holds a slot of this arbiter until finished
+        self.arbiter = arbiter  # holds slot ``ticket`` of this arbiter until its inference is over
+        self.ticket = ticket
 
     def release(self) -> None:
-        """Give back the arbiter slot the job holds (once)."""
+        """Give back the arbiter slot the job holds (once; waiters may have taken it back
+        already when the inference ended)."""
         if self.arbiter is not None:
-            self.arbiter.release()
+            self.arbiter.release(self.ticket)
             self.arbiter = None
 
 
@@ -80,11 +83,19 @@ class InferencePool(ABC):
         """Called once ``job``'s outputs are post-processed (or failed to be): give back
         what the job used (nothing by default)."""
 
-    def _acquire(self) -> None:
-        """Wait for a slot of the model's arbiter (no-op without a priority), finishing this
-        pool's completed jobs meanwhile (their slots come back)."""
-        if self._arbiter is not None:
-            self._arbiter.acquire(self.priority, self.finish_completed)
+    def _acquire(self) -> int | None:
+        """Wait for a slot of the model's arbiter (None at once without a priority), finishing
+        this pool's completed jobs meanwhile; returns the slot's ticket."""
+        if self._arbiter is None:
+            return None
+        return self._arbiter.acquire(self.priority, self.finish_completed)
+
+    def _started(self, job: Job) -> Job:
+        """Put ``job`` (just started) in flight; its arbiter slot comes back when its inference ends."""
+        if job.arbiter is not None:
+            job.arbiter.watch(job.ticket, lambda: self._completed(job))
+        self._inflight.append(job)
+        return job
 
     def is_done(self, job: Job) -> bool:
         return job.done or self._completed(job)

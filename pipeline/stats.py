@@ -34,6 +34,14 @@ class LatencyStats:
         self.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
         self.total_ms += ms
 
+    def samples(self) -> np.ndarray:
+        """The kept samples (ms), oldest first (a copy)."""
+        n = len(self._ring)
+        if self.count <= n:
+            return self._ring[:self.count].copy()
+        head = self.count % n
+        return np.concatenate([self._ring[head:], self._ring[:head]])
+
     def summary(self) -> dict[str, float]:
         if not self.count:
             return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}

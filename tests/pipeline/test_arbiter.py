@@ -67,6 +67,33 @@ def test_a_camera_below_its_min_fps_goes_first() -> None:
     assert order == ["starved", "high"]
 
 
+def test_a_finished_inference_gives_its_slot_to_a_waiter_before_its_owner_collects_it() -> None:
+    """The owner of the only slot is busy elsewhere: once its inference is over, the waiting
+    camera starts; the owner's own release later is a no-op (the slot is not freed twice)."""
+    arbiter = RequestArbiter(1)
+    owner = SourcePriority("normal", name="owner")
+    ticket = arbiter.acquire(owner)
+    over = threading.Event()
+    arbiter.watch(ticket, over.is_set)
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [SourcePriority("high", name="high")], order)
+    time.sleep(0.05)
+    assert order == [] and arbiter.active == 1  # still running: the waiter waits
+    over.set()
+    for t in threads:
+        t.join(2)
+    assert order == ["high"] and arbiter.active == 1  # the waiter holds the slot now
+    arbiter.release(ticket)  # the owner collects its result late
+    assert arbiter.active == 1
+    second = SourcePriority("normal", name="second")
+    threads = _start_waiters(arbiter, [second], order)
+    assert order == ["high"]  # no slot was freed twice: the second camera still waits
+    arbiter.release()
+    for t in threads:
+        t.join(2)
+    assert order == ["high", "second"]
+
+
 def test_unknown_priority_is_rejected_naming_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown priority 'urgent'; valid: high, normal, low"):
         SourcePriority("urgent")

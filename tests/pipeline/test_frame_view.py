@@ -103,6 +103,39 @@ def test_view_pixels_match_transforming_the_converted_frame(fmt: str, crop, rota
     assert np.array_equal(stage(_frame(src)).image(), ref)
 
 
+def _turned_frame(src: av.VideoFrame, crop, rotate: int, flip: str) -> Frame:
+    """A decoder frame whose planes are ``src``'s turned beforehand (as FFmpeg's transpose,
+    hflip and vflip filters do: exact moves of luma and chroma samples)."""
+    i420 = src.to_ndarray()
+    h, w = src.height, src.width
+    y = i420[:h]
+    u = i420[h:h + h // 4].reshape(h // 2, w // 2)
+    v = i420[h + h // 4:].reshape(h // 2, w // 2)
+    turned = []
+    for plane, k in ((y, 1), (u, 2), (v, 2)):
+        c = None if crop is None else [c // k for c in crop]
+        turned.append(_reference_view(plane, c, rotate, flip))
+    th, tw = turned[0].shape
+    packed = np.concatenate([turned[0], turned[1].reshape(-1, tw), turned[2].reshape(-1, tw)])
+    return _frame(av.VideoFrame.from_ndarray(packed, format=src.format.name))
+
+
+@pytest.mark.parametrize("fmt", ["yuv420p", "yuvj420p"])
+@pytest.mark.parametrize("crop,rotate,flip", [(None, 180, "none"), (None, 0, "horizontal"), (None, 0, "vertical"),
+                                              ((40, 20, 300, 170), 90, "none"), ((40, 20, 300, 170), 270, "vertical")])
+def test_turned_views_read_the_pixels_of_a_clip_turned_beforehand(fmt: str, crop, rotate: int, flip: str) -> None:
+    """Mirrored and turned views (even window edges) scale and warp exactly as the same
+    frame turned before decoding: a model sees the same input either way."""
+    src = _decoded(fmt)
+    view = Preprocess(crop=list(crop) if crop else None, rotate=rotate, flip=flip)(_frame(src))
+    ref = _turned_frame(src, crop, rotate, flip)
+    assert (view.width, view.height) == (ref.width, ref.height)
+    m = np.array([[0.4, 0.0, 3.0], [0.0, 0.4, 5.0]])  # a letterbox: scale and shift
+    for out_fmt in ("bgr24", "rgb24"):
+        assert np.array_equal(view.warped(m, 96, 64, out_fmt), ref.warped(m, 96, 64, out_fmt))
+        assert np.array_equal(view.resized(61, 37, out_fmt), ref.resized(61, 37, out_fmt))
+
+
 def test_scaled_view_from_planes_and_from_a_converted_frame() -> None:
     """Scaling (a 1280x720 frame analysed at 640x360 after a crop and a turn), from the
     planes and from a frame whose BGR image exists (the runtime converted it)."""

@@ -1,0 +1,32 @@
+"""LatencyStats: ring of recent samples, whole-run histogram."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.stats import LATENCY_BUCKETS_MS, LatencyStats
+
+
+def test_samples_come_back_oldest_first_before_and_after_the_ring_wraps() -> None:
+    lat = LatencyStats(keep=4)
+    for ms in (1.0, 2.0, 3.0):
+        lat.add(ms)
+    assert lat.samples().tolist() == [1.0, 2.0, 3.0]
+    for ms in (4.0, 5.0, 6.0):
+        lat.add(ms)
+    assert lat.samples().tolist() == [3.0, 4.0, 5.0, 6.0]
+    assert lat.count == 6
+
+
+def test_summary_reads_the_kept_samples_and_the_histogram_counts_all() -> None:
+    lat = LatencyStats(keep=100)
+    for ms in range(1, 101):
+        lat.add(float(ms))
+    s = lat.summary()
+    assert s["count"] == 100
+    assert s["p50_ms"] == np.percentile(np.arange(1, 101), 50)
+    assert 99.0 <= s["p99_ms"] <= 100.0
+    assert sum(lat.buckets) == 100
+    # 1 ms is the only sample at or below the first bound; 2 and 2.5 fall in the second
+    assert lat.buckets[0] == 1 and lat.buckets[1] == 1
+    assert lat.buckets[-1] == 0 and LATENCY_BUCKETS_MS[-1] == 2000.0
