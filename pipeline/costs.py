@@ -59,7 +59,9 @@ class ModelProbe:
     ``input_hw`` is the (height, width) the stage feeds (models of dynamic size get
     the size of a typical input); ``per_frame`` is the stage's own estimate of
     inferences per frame (1/every for a detector), or None when it depends on what
-    earlier stages find (region models: objects per frame).
+    earlier stages find (region models: objects per frame); a region model then runs
+    on ``per_object`` of the objects of a frame (1/N when it reclassifies a tracked object
+    every N frames).
     """
 
     stage: str
@@ -71,6 +73,7 @@ class ModelProbe:
     input_hw: tuple[int, int] | None = None
     per_frame: float | None = 1.0
     engine: str = "openvino"
+    per_object: float = 1.0
 
 
 def _cpu_flags() -> tuple[str, str]:

@@ -252,8 +252,8 @@ class PlanCheck:
                                                   "observed": self.observed, "at": time.time()})
         for name, value in self.observed.get("per_frame", {}).items():
             info = self.infos.get(name)
-            if info is not None and info.objects:
-                self.cache.put(objects_key(self.pipeline, name), round(value, 3))
+            if info is not None and info.objects:  # objects per frame: inferences / the share run
+                self.cache.put(objects_key(self.pipeline, name), round(value / max(info.per_object, 1e-6), 3))
         for cam, uri, ms in zip(self.cameras, self.uris, self.observed.get("decode_ms", [])):
             if not cam.can_probe and ms is not None:
                 self.cache.put(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})

@@ -80,6 +80,7 @@ class InferInfo:
     origin: str = "assumed"
     user_requests: bool = False  # the stage's requests are set by the user
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
+    per_object: float = 1.0      # ... times this share of them run per frame (1/N with reclassify: N)
     engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
 
     @property

@@ -254,8 +254,10 @@ def _with_cost(info: InferInfo, measured: _Measured, pipeline: str, cache: CostC
     per_frame = probe.per_frame
     if per_frame is None:
         seen = cache.get(objects_key(pipeline, info.name))
-        per_frame = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
-    return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None)
+        objects = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
+        per_frame = objects * probe.per_object
+    return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None,
+                   per_object=probe.per_object)
 
 
 def _on_cpu(device: str) -> bool:

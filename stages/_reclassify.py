@@ -11,7 +11,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ReclassifyCache"]
+__all__ = ["ReclassifyCache", "reclassified_share", "ONCE_PER_TRACK_SHARE"]
+
+#: the share of a frame's tracked objects a ``reclassify: 0`` model runs on, for planning:
+#: once per track, tracks lasting a few seconds
+ONCE_PER_TRACK_SHARE = 0.02
+
+
+def reclassified_share(every: int) -> float:
+    """The share of a frame's objects a region model with ``reclassify: every`` runs on
+    (what the thread planner multiplies objects per frame by)."""
+    if every == 0:
+        return ONCE_PER_TRACK_SHARE
+    return 1.0 / every
 
 
 class ReclassifyCache:

@@ -19,7 +19,7 @@ from pipeline.frame import TRACKS_ENDED, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
-from ._reclassify import ReclassifyCache
+from ._reclassify import ReclassifyCache, reclassified_share
 from .model_settings import ClassifierSettings
 from .models.base import RoiAdapter
 
@@ -86,7 +86,7 @@ class Classify(InferStage):
         return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
                           self.params.hint, dict(self.params.config),
                           input_hw=getattr(adapter, "typical_input_hw", None), per_frame=None,
-                          engine=self.params.engine)
+                          engine=self.params.engine, per_object=reclassified_share(self.params.reclassify))
 
     def start(self, frame: Frame) -> Any:
         dets = frame.detections

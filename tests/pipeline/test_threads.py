@@ -162,3 +162,31 @@ def test_cameras_sharing_a_model_find_what_one_camera_finds(videos_dir: Path, tm
             assert len(a["objects"]) == len(b["objects"])
             for oa, ob in zip(a["objects"], b["objects"]):
                 assert max(abs(x - y) for x, y in zip(oa["box"], ob["box"])) < 1.0
+
+
+def test_a_reclassifying_region_model_is_planned_for_the_share_of_objects_it_runs_on(tmp_path: Path) -> None:
+    """Objects per frame are kept per pipeline and stage; a region model that runs on a
+    tracked object every 3rd frame costs a third of them per frame, and what a run of it
+    observes is stored back as objects (not as its own inferences)."""
+    from pipeline.costs import CostCache, ModelProbe, objects_key
+    from pipeline.plan_check import PlanCheck
+    from pipeline.threads import _Measured, _with_cost
+    from stages._reclassify import ONCE_PER_TRACK_SHARE, reclassified_share
+
+    cache = CostCache(tmp_path / "costs.json", machine="test")
+    cache.put(objects_key("faces", "landmarks"), 2.0)
+    measured = _Measured()
+    for every in (1, 3, 0):
+        probe = ModelProbe("landmarks", Path("m.xml"), None, "CPU", "THROUGHPUT", {}, per_frame=None,
+                           per_object=reclassified_share(every))
+        measured.models["landmarks"] = (2.5, "measured", probe)
+        info = _with_cost(InferInfo("landmarks"), measured, "faces", cache)
+        want = {1: 2.0, 3: 2.0 / 3, 0: 2.0 * ONCE_PER_TRACK_SHARE}[every]
+        assert info.objects and abs(info.per_frame - want) < 1e-9 and abs(info.frame_ms - 2.5 * want) < 1e-9
+
+    check = PlanCheck.__new__(PlanCheck)  # only what store() reads
+    check.cache, check.pipeline, check.cameras, check.uris = cache, "faces", [], []
+    check.infos = {"landmarks": InferInfo("landmarks", objects=True, per_object=1 / 3)}
+    check.observed, check.result = {"per_frame": {"landmarks": 0.7}, "decode_ms": []}, {"status": "ok"}
+    check.store()
+    assert abs(cache.get(objects_key("faces", "landmarks")) - 2.1) < 1e-9
