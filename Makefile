@@ -24,8 +24,10 @@ demo: $(VENV)/.installed
 	$(VAPIPE) run ocr --source 'testsrc://ticker?frames=125' --output $(DEMO_OUT)
 	$(PY) samples/read_text.py $(DEMO_OUT)
 
+# Test files run on parallel workers, one per core (at most 4): most of the suite waits on
+# servers, cameras and clusters, and one file's tests stay on one worker.
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 # Peers for `vapipe bench` (MediaPipe FaceMesh, RapidOCR) in their own venv: MediaPipe 0.10.14
 # needs numpy 1.x and clashes with vapipe's OpenCV.
