@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from pipeline.arbiter import SourcePriority
 from pipeline.config import load_config
@@ -54,16 +53,6 @@ def _graph(pipeline: str) -> Any:
     return build_graph(spec, str(ROOT / "pipelines.yaml"))
 
 
-def _steady(samples: np.ndarray, fps: float) -> dict[str, float]:
-    """p50/p99 (ms) of the samples after the first :data:`WARMUP_S` seconds at ``fps``."""
-    skip = min(len(samples) // 2, int(np.ceil(fps * WARMUP_S)))
-    kept = samples[skip:]
-    if not len(kept):
-        return {"p50_ms": 0.0, "p99_ms": 0.0}
-    p50, p99 = np.percentile(kept, [50, 99])
-    return {"p50_ms": float(p50), "p99_ms": float(p99)}
-
-
 def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: list[SourcePriority] | None,
          cores: int | None, fps: float = 30.0) -> dict[str, Any]:
     decode = {"live": True, "realtime": True} if paced else {}
@@ -74,7 +63,8 @@ def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: lis
         raise RuntimeError(summary.error)
     cams = []
     for s in summary.sources:
-        lat = _steady(s.latency.samples(), fps)
+        # the steady state: the samples after the first WARMUP_S seconds (at most half of them)
+        lat = s.latency.summary(skip=min(s.latency.count // 2, math.ceil(fps * WARMUP_S)))
         cams.append({"fps": round(s.fps, 2), "frames": s.processed, "dropped": s.dropped,
                      "p50_ms": round(lat["p50_ms"], 1), "p99_ms": round(lat["p99_ms"], 1),
                      "priority": s.priority})

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .registry import UnknownStageType, resolve_stage_type
 
-__all__ = ["ConfigError", "ModelNotFound", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline", "parse_config",
-           "DEFAULT_CONFIG", "apply_overrides", "load_override_file", "apply_override_file"]
+__all__ = ["ConfigError", "ModelNotFound", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline",
+           "parse_config", "DEFAULT_CONFIG", "apply_overrides", "load_override_file", "apply_override_file"]
 
 DEFAULT_CONFIG = "pipelines.yaml"
 ErrorPolicy = Literal["stop", "skip", "restart"]

@@ -90,7 +90,7 @@ class TransformedFrame(Frame):
         if hit is None:
             turned = self._turned_window()
             if turned is not None:
-                hit = _warp_turned(self.source, turned, None, width, height, fmt, cv2.BORDER_REPLICATE)
+                hit = _resize_turned(self.source, turned, width, height, fmt)
             else:
                 hit = _render(self.source, self.geometry.resize(width, height), fmt)
             self._resized[key] = hit
@@ -245,25 +245,25 @@ def _view_scale(g: ViewGeometry, turned: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5], [0.0, 0.0, 1.0]])
 
 
-def _warp_turned(source: Frame, turned: tuple[np.ndarray, ...], m: np.ndarray | None, width: int, height: int,
+def _resize_turned(source: Frame, turned: tuple[np.ndarray, ...], width: int, height: int, fmt: str) -> np.ndarray:
+    """The turned window (see :meth:`TransformedFrame._turned_window`) scaled to (height, width)."""
+    if len(turned) == 3:
+        return resize_yuv420(turned, source.av_frame.format.name == "yuvj420p", width, height, fmt)
+    image = turned[0]
+    if image.shape[:2] != (height, width):
+        image = cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)
+    return _convert(image, fmt)
+
+
+def _warp_turned(source: Frame, turned: tuple[np.ndarray, ...], m: np.ndarray, width: int, height: int,
                  fmt: str, mode: int) -> np.ndarray:
     """The turned window (see :meth:`TransformedFrame._turned_window`) through the affine ``m``
-    (its pixel centres -> output pixel centres), or scaled to (height, width) when ``m`` is None."""
-    resize = m is None
-    if m is not None:
-        m = np.asarray(m, np.float64)[:2]
+    (its pixel centres -> output pixel centres)."""
+    m = np.asarray(m, np.float64)[:2]
     if len(turned) == 3:
-        full_range = source.av_frame.format.name == "yuvj420p"
-        if resize:
-            return resize_yuv420(turned, full_range, width, height, fmt)
-        return warp_yuv420(turned, full_range, m, width, height, fmt, mode)
-    image = turned[0]
-    if resize:
-        out = image if image.shape[:2] == (height, width) else cv2.resize(image, (width, height),
-                                                                          interpolation=cv2.INTER_LINEAR)
-    else:
-        out = cv2.warpAffine(image, m, (width, height), flags=cv2.INTER_LINEAR, borderMode=mode,
-                             borderValue=(0, 0, 0))
+        return warp_yuv420(turned, source.av_frame.format.name == "yuvj420p", m, width, height, fmt, mode)
+    out = cv2.warpAffine(turned[0], m, (width, height), flags=cv2.INTER_LINEAR, borderMode=mode,
+                         borderValue=(0, 0, 0))
     return _convert(out, fmt)
 
 

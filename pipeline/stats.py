@@ -42,10 +42,11 @@ class LatencyStats:
         head = self.count % n
         return np.concatenate([self._ring[head:], self._ring[:head]])
 
-    def summary(self) -> dict[str, float]:
-        if not self.count:
+    def summary(self, skip: int = 0) -> dict[str, float]:
+        """Count, mean and percentiles of the kept samples, leaving out the ``skip`` oldest."""
+        a = self.samples()[skip:] if skip else self._ring[:min(self.count, len(self._ring))]
+        if not len(a):
             return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
-        a = self._ring[:min(self.count, len(self._ring))]
         p50, p95, p99 = np.percentile(a, [50, 95, 99])
         return {"count": self.count, "mean_ms": float(a.mean()), "p50_ms": float(p50), "p95_ms": float(p95),
                 "p99_ms": float(p99)}

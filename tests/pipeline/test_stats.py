@@ -30,3 +30,15 @@ def test_summary_reads_the_kept_samples_and_the_histogram_counts_all() -> None:
     # 1 ms is the only sample at or below the first bound; 2 and 2.5 fall in the second
     assert lat.buckets[0] == 1 and lat.buckets[1] == 1
     assert lat.buckets[-1] == 0 and LATENCY_BUCKETS_MS[-1] == 2000.0
+
+
+def test_summary_can_leave_out_the_oldest_samples() -> None:
+    lat = LatencyStats(keep=8)
+    for ms in (500.0, 400.0) + (10.0,) * 8:  # two slow start-up samples, then the ring wraps
+        lat.add(ms)
+    assert lat.summary()["p99_ms"] == 10.0  # the start-up samples already left the ring
+    lat = LatencyStats(keep=100)
+    for ms in (500.0, 400.0) + (10.0,) * 8:
+        lat.add(ms)
+    assert lat.summary()["p99_ms"] > 400.0 and lat.summary(skip=2)["p99_ms"] == 10.0
+    assert lat.summary(skip=2)["count"] == 10 and lat.summary(skip=20)["p50_ms"] == 0.0
