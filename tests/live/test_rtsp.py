@@ -96,6 +96,16 @@ class _LineCounter(threading.Thread):
     def per_second(self, skip_s: float) -> list[int]:
         return [n for _, n in self.per_second_at(skip_s)]
 
+    def lag_s(self, fps: float, skip_s: float) -> list[float]:
+        """Seconds behind a clock of ``fps`` frames per second at each sample from
+        ``skip_s`` after the first frame, with the clock set where the camera was
+        furthest ahead (so 0 is on time, and a hold-up shows as its length)."""
+        t0 = next((t for t, n in self.samples if n > 0), None)
+        if t0 is None:
+            return []
+        behind = [t - n / fps for t, n in self.samples if t >= t0 + skip_s]
+        return [b - min(behind) for b in behind]
+
 
 # a ----------------------------------------------------------------------------------------------
 
@@ -136,11 +146,15 @@ def test_rtsp_restarts_while_file_camera_keeps_its_rate(rtsp_server: Server, cli
     time and looping) keeps at least 90 % of the clip's frame rate throughout.
 
     The file camera's rate is measured from outside: a thread counts the frame records
-    in its JSON Lines file (flushed per record) once a second; each 3 s window after
-    warm-up must hold >= 90 % of 3 x 10 frames (the rate never below 90 % over 3 s).
-    (Counts sampled once a second move by +-1 frame at each end of a window from the
-    sampling phase alone: 1 s windows would measure the sampler, so the per-second
-    counts are only reported.)
+    in its JSON Lines file (flushed per record) once a second. After warm-up the camera
+    never falls more than 1 s behind the clip's clock (a camera held up by the other
+    one's outages, 1 s each plus the reconnect, would fall further behind at every
+    kill), and it delivers >= 97 % of the clip's rate over the run. The lag bound, not a
+    rate over short windows, is what is asserted: the file camera catches up after a
+    hold-up (its pacing follows the clip's clock), and on a machine shared with other
+    work a 0.3 s hold-up from outside would fail a 90 %-over-3-s rule without saying
+    anything about the runtime. (Counts sampled once a second move by +-1 frame from
+    the sampling phase alone; per-second counts are only reported.)
     """
     out = tmp_path / "out"
     proc = vapipe_popen("run", "persons", "--source", rtsp_server.url, "--source", str(clip),
@@ -177,13 +191,13 @@ def test_rtsp_restarts_while_file_camera_keeps_its_rate(rtsp_server: Server, cli
     assert all(0 < s < 15 for s in cam["reconnect_s"]), cam["reconnect_s"]
     assert cam["error"] is None and filecam["error"] is None
     per_s = counter.per_second(skip_s=3.0)
-    windows = [a + b + c for a, b, c in zip(per_s, per_s[1:], per_s[2:])]
+    lag_s = counter.lag_s(CLIP_FPS, skip_s=3.0)
     t0 = counter.samples[0][0]
-    print(f"file camera frames per second: {per_s}\n3 s windows: min {min(windows)} of {3 * CLIP_FPS:.0f}\n"
-          f"kills at {[round(k - t0, 1) for k in kills]} s; low seconds at "
-          f"{[round(t - t0, 1) for t, n in counter.per_second_at(3.0) if n < 0.9 * CLIP_FPS]} s")
+    print(f"file camera frames per second: {per_s}\nlag behind the clip's clock (s): "
+          f"{[round(x, 1) for x in lag_s]}\nkills at {[round(k - t0, 1) for k in kills]} s")
     assert len(per_s) >= 20, per_s
-    assert min(windows) >= 0.9 * 3 * CLIP_FPS, per_s
+    assert max(lag_s) <= 1.0, lag_s
+    assert sum(per_s) >= 0.97 * CLIP_FPS * len(per_s) - 1, per_s
     assert filecam["dropped"] == 0
 
 
