@@ -25,9 +25,11 @@ demo: $(VENV)/.installed
 	$(PY) samples/read_text.py $(DEMO_OUT)
 
 # Test files run on parallel workers, one per core (at most 4): most of the suite waits on
-# servers, cameras and clusters, and one file's tests stay on one worker.
+# servers, cameras and clusters, and one file's tests stay on one worker.  Then the timing
+# checks that need the machine to themselves (marked alone) run on their own.
 test: $(VENV)/.installed
-	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile -m 'not bench and not alone'
+	$(PY) -m pytest -m alone
 
 # Peers for `vapipe bench` (MediaPipe FaceMesh, RapidOCR) in their own venv: MediaPipe 0.10.14
 # needs numpy 1.x and clashes with vapipe's OpenCV.

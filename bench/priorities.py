@@ -8,8 +8,8 @@ as live cameras do (the newest frames kept, the dropped ones counted), once with
 without.  Reported per run: camera 0's p50/p99 end-to-end latency in the steady state (the
 first :data:`WARMUP_S` of each camera, first inferences and threads starting, are not load)
 and its drops, the slowest normal camera's rate, the total rate.  Last, with camera 0 idle
-(it sends nothing), the total rate with the arbiter against without (what priorities cost
-when nobody needs them).
+(it sends one frame, then nothing), the total rate with the arbiter against without (what
+priorities cost when nobody needs them), median of :data:`IDLE_ROUNDS` interleaved rounds.
 
     python -m bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
 
@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipeline.arbiter import SourcePriority
 from pipeline.config import load_config
 from pipeline.graph import build_graph
@@ -40,6 +42,8 @@ LOADS = (0.5, 1.0, 1.5, 2.0)
 SIZE = (640, 360)
 #: latency samples of each camera's first seconds (first inferences, threads starting) are left out
 WARMUP_S = 1.0
+#: interleaved rounds of the idle comparison (a ratio of two single runs is mostly noise)
+IDLE_ROUNDS = 3
 
 
 def _scene(fps: float, frames: int) -> str:
@@ -104,11 +108,15 @@ def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | N
     fps = 2.0 * capacity / (CAMERAS - 1)
     frames = max(10, int(fps * seconds))
     sources = [_scene(1, 1)] + [_scene(fps, frames)] * (CAMERAS - 1)
-    idle = {mode: _run(graph, sources, out / f"idle-{mode}", True, prio, cores)["total_fps"]
-            for mode, prio in (("priorities", _levels(min_fps)), ("none", None))}
-    result["idle_high"] = idle
+    rounds: dict[str, list[float]] = {"priorities": [], "none": []}
+    for k in range(IDLE_ROUNDS):  # interleaved: the machine's drift weighs on both alike
+        for mode, prio in (("priorities", _levels(min_fps)), ("none", None)):
+            rounds[mode].append(_run(graph, sources, out / f"idle-{mode}-{k}", True, prio, cores)["total_fps"])
+    idle = {mode: float(np.median(fps_list)) for mode, fps_list in rounds.items()}
+    result["idle_high"] = {**idle, "rounds": rounds}
     log(f"camera 0 idle, the others at 2x: total {idle['priorities']:.1f} fps with priorities, "
-        f"{idle['none']:.1f} without ({idle['priorities'] / max(idle['none'], 1e-9):.2f}x)")
+        f"{idle['none']:.1f} without ({idle['priorities'] / max(idle['none'], 1e-9):.2f}x; median of "
+        f"{IDLE_ROUNDS} interleaved rounds: {rounds['priorities']} / {rounds['none']})")
     result["checks"] = checks(result)
     for c in result["checks"]:
         log(f"check {c['check']:<64} {c['value']:7.2f}  {'ok' if c['ok'] else 'MISSED'}")

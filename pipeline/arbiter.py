@@ -13,6 +13,21 @@ seconds goes ahead of everyone (its guaranteed minimum rate).  Cameras that wait
 not queue frames without bound: a live source keeps only its newest frames and counts
 the ones it drops (:mod:`pipeline.runtime`).
 
+Slots are rationed only while there is someone to put first: while cameras of more than
+one level are present on the model (waiting, or started within :data:`PRESENCE_S`).
+Cameras of one level alone start at once, as without priorities, and the plugin's own
+queue keeps every stream busy; rationing them too would leave a stream idle between
+one inference ending and the next camera noticing.  When a camera of another level
+arrives it waits for the first slot below ``capacity`` like everyone else, and from
+then on the slots are rationed until it has been gone for :data:`PRESENCE_S` (or its
+pool closes: :meth:`RequestArbiter.leave`).
+
+While a more urgent camera is present, the last free slot is not given to a less urgent
+one if the urgent camera is due (its next request, at the pace of its recent ones) before
+an inference started now would end: it then starts on arrival instead of waiting for a
+whole inference of someone else.  Each arbiter measures the pace of every camera and the
+length of its inferences; a camera of steady rate gives the rest of the time to the others.
+
 A slot is held while its inference runs, not until its owner collects the result:
 waiting cameras give back the slots of finished inferences (:meth:`RequestArbiter.watch`)
 and finish their own completed requests while they wait, so a stream never idles
@@ -28,13 +43,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["LEVELS", "SourcePriority", "RequestArbiter"]
+__all__ = ["LEVELS", "PRESENCE_S", "SourcePriority", "RequestArbiter"]
 
 #: priority names, most urgent first
 LEVELS = ("high", "normal", "low")
 #: how often a waiting camera that is not next looks again (a camera falls below its
 #: ``min_fps`` with time, not with an event)
 RANK_CHECK_S = 0.02
+#: a camera counts as present on a model for this long after its last start (seconds)
+PRESENCE_S = 2.0
+#: weight of the newest sample in the running means of request gaps and inference lengths
+PACE_WEIGHT = 0.2
+#: a due camera that is late keeps the last slot reserved for this share of its gap
+LATE_SHARE = 0.25
 
 
 @dataclass
@@ -63,13 +84,18 @@ class SourcePriority:
 
 
 class RequestArbiter:
-    """At most ``capacity`` requests started on one compiled model; waiters start in priority order."""
+    """At most ``capacity`` requests started on one compiled model while cameras of several
+    levels are present; waiters start in priority order."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, int(capacity))
         self._cond = threading.Condition()
         self._held: dict[int, Callable[[], bool] | None] = {}  # slot ticket -> "is its inference over?"
         self._waiting: dict[int, SourcePriority] = {}
+        self._present: dict[int, SourcePriority] = {}  # id(camera) -> camera, pruned by _contended
+        self._pace: dict[int, tuple[float, float]] = {}  # id(camera) -> (last request, mean gap s)
+        self._started_at: dict[int, float] = {}        # slot ticket -> monotonic start
+        self._busy_s = 0.0                              # mean inference length (s)
         self._order = itertools.count()
 
     @property
@@ -84,7 +110,9 @@ class RequestArbiter:
         the caller's thread (a pool finishes its own completed requests there)."""
         ticket = next(self._order)
         with self._cond:
-            if len(self._held) < self.capacity and not self._waiting:
+            now = time.monotonic()
+            self._arrive(who, now)
+            if self._may_start(who, now, first=not self._waiting):
                 return self._grant(who, ticket)
             self._waiting[ticket] = who
             who.waits += 1
@@ -95,10 +123,11 @@ class RequestArbiter:
                     while_waiting()
                 with self._cond:
                     self._reclaim()
-                    first = self._next(time.monotonic()) == ticket
-                    if first and len(self._held) < self.capacity:
+                    now = time.monotonic()
+                    first = self._next(now) == ticket
+                    if self._may_start(who, now, first):
                         del self._waiting[ticket]
-                        if who.rank(time.monotonic()) < 0:
+                        if first and who.rank(now) < 0:
                             who.promoted += 1
                         self._cond.notify_all()
                         return self._grant(who, ticket)
@@ -125,18 +154,75 @@ class RequestArbiter:
             if ticket is None:
                 ticket = next(iter(self._held), None)
             if ticket in self._held:
-                del self._held[ticket]
+                self._end(ticket, time.monotonic())
                 self._cond.notify_all()
+
+    def leave(self, who: SourcePriority) -> None:
+        """``who`` starts nothing more on this model (its pool closed): it stops counting as
+        present at once rather than :data:`PRESENCE_S` after its last start."""
+        with self._cond:
+            self._pace.pop(id(who), None)
+            if self._present.pop(id(who), None) is not None:
+                self._cond.notify_all()
+
+    def _arrive(self, who: SourcePriority, now: float) -> None:
+        """``who`` asks for a slot now: present, and its pace updated (lock held)."""
+        self._present[id(who)] = who
+        last, gap = self._pace.get(id(who), (None, 0.0))
+        if last is not None:
+            gap = now - last if gap == 0.0 else gap + PACE_WEIGHT * (now - last - gap)
+        self._pace[id(who)] = (now, gap)
+
+    def _may_start(self, who: SourcePriority, now: float, first: bool) -> bool:
+        """Whether ``who`` (next in line or not) may start now (lock held)."""
+        if not self._contended(who, now):
+            return True
+        if not first or len(self._held) >= self.capacity:
+            return False
+        return len(self._held) < self.capacity - 1 or not self._reserved(who, now)
+
+    def _reserved(self, who: SourcePriority, now: float) -> bool:
+        """Whether a camera more urgent than ``who`` is due before an inference started now
+        would end (or is a little late): the last slot is kept for it (lock held)."""
+        rank = who.rank(now)
+        for key, cam in self._present.items():
+            last, gap = self._pace.get(key, (0.0, 0.0))
+            if gap <= 0.0 or cam.rank(now) >= rank:
+                continue
+            due = last + gap
+            if due - self._busy_s <= now <= due + LATE_SHARE * gap:
+                return True
+        return False
+
+    def _contended(self, who: SourcePriority, now: float) -> bool:
+        """Whether cameras of more than one level are present: ``who`` (asking now), the
+        waiting ones and those that started within PRESENCE_S (lock held; forgets the rest)."""
+        waiting = {id(w) for w in self._waiting.values()}
+        levels = {who.level}
+        for key, cam in list(self._present.items()):
+            if key in waiting or now - cam.last_start <= PRESENCE_S:
+                levels.add(cam.level)
+            elif cam is not who:
+                del self._present[key]
+                self._pace.pop(key, None)
+        return len(levels) > 1
 
     def _reclaim(self) -> None:
         """Free the slots whose inference has ended (lock held)."""
+        now = time.monotonic()
         for ticket, over in list(self._held.items()):
             if over is not None and over():
-                del self._held[ticket]
+                self._end(ticket, now)
+
+    def _end(self, ticket: int, now: float) -> None:
+        """Slot ``ticket`` is free; its inference length goes into the mean (lock held)."""
+        del self._held[ticket]
+        took = now - self._started_at.pop(ticket, now)
+        self._busy_s = took if self._busy_s == 0.0 else self._busy_s + PACE_WEIGHT * (took - self._busy_s)
 
     def _grant(self, who: SourcePriority, ticket: int) -> int:
         self._held[ticket] = None
-        who.last_start = time.monotonic()
+        who.last_start = self._started_at[ticket] = time.monotonic()
         return ticket
 
     def _next(self, now: float) -> int:

@@ -143,7 +143,13 @@ class InferencePool(ABC):
 
     def drain(self) -> None:
         """Finish every job in flight (on close): a job whose post-processing fails keeps
-        its error for whoever asks for its result; the other jobs still finish."""
+        its error for whoever asks for its result; the other jobs still finish.  The camera
+        then leaves the model's arbiter (it no longer counts as present)."""
+        self._drain()
+        if self._arbiter is not None:
+            self._arbiter.leave(self.priority)
+
+    def _drain(self) -> None:
         while self._inflight:
             job = self._inflight[0]
             try:

@@ -1,6 +1,7 @@
 """The request-priority benchmark's checks (``python -m bench.priorities`` runs the full sweep):
 one high-priority camera and 7 normal ones on a shared person detector, offered half and one and
-a half times what the pipeline can take.  Generated scenes: runs on every machine, with -m bench."""
+a half times what the pipeline can take.  Generated scenes: runs on every machine.  Latency
+checks need the machine to themselves: ``make test`` runs this file after the parallel part."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from bench.priorities import run
 
-pytestmark = pytest.mark.bench  # latency checks need a machine to itself: python -m bench.priorities
+pytestmark = pytest.mark.alone
 
 
 def test_a_high_priority_camera_keeps_its_latency_under_overload(models_dir: Path, tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_a_camera_below_its_min_fps_goes_first() -> None:
     starved = SourcePriority("low", min_fps=20.0, name="starved")
     starved.last_start = time.monotonic() - 1.0  # nothing started for a second: below 20 fps
     order: list[str] = []
-    threads = _start_waiters(arbiter, [SourcePriority("high", name="high"), starved], order)
+    threads = _start_waiters(arbiter, [SourcePriority("normal", name="normal"), starved], order)
     arbiter.release()
     deadline = time.monotonic() + 2
     while not order and time.monotonic() < deadline:
@@ -64,7 +64,75 @@ def test_a_camera_below_its_min_fps_goes_first() -> None:
     arbiter.release()
     for t in threads:
         t.join(2)
-    assert order == ["starved", "high"]
+    assert order == ["starved", "normal"]
+
+
+def _wait_for(order: list[str], n: int) -> None:
+    deadline = time.monotonic() + 2
+    while len(order) < n and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def test_cameras_of_one_level_start_at_once_past_capacity() -> None:
+    """Nobody to put first: every camera starts at once, the plugin's own queue keeps the
+    streams busy (no idle stream between one inference ending and the next start)."""
+    arbiter = RequestArbiter(1)
+    cams = [SourcePriority("normal", name=f"n{k}") for k in range(3)]
+    for cam in cams:
+        arbiter.acquire(cam)
+    assert arbiter.active == 3 and all(c.waits == 0 for c in cams)
+
+
+def test_a_camera_of_another_level_is_put_first_until_it_leaves() -> None:
+    """Two normal cameras run past capacity; a high one arrives: it waits for the first slot
+    below capacity and starts before a normal camera that waits with it; while it is
+    present the normal cameras are held to capacity, and once it leaves they are not."""
+    arbiter = RequestArbiter(1)
+    n1, n2, n3 = (SourcePriority("normal", name=f"n{k}") for k in (1, 2, 3))
+    arbiter.acquire(n1)
+    arbiter.acquire(n2)
+    high = SourcePriority("high", name="high")
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [high, n3], order)
+    arbiter.release()
+    time.sleep(0.05)
+    assert order == [] and arbiter.active == 1   # one slot still held: at capacity
+    arbiter.release()
+    _wait_for(order, 1)
+    time.sleep(0.05)
+    assert order == ["high"] and arbiter.active == 1   # n3 waits for the high camera's slot
+    arbiter.release()
+    _wait_for(order, 2)
+    assert order == ["high", "n3"]
+    # the high camera is still present: n2 waits until it leaves
+    threads += _start_waiters(arbiter, [n2], order)
+    time.sleep(0.05)
+    assert order == ["high", "n3"] and n2.waits == 1
+    arbiter.leave(high)
+    _wait_for(order, 3)
+    assert order == ["high", "n3", "n2"] and arbiter.active == 2   # past capacity again
+    for t in threads:
+        t.join(2)
+
+
+def test_a_camera_counts_as_present_for_a_while_after_its_last_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.arbiter as arbiter_module
+
+    monkeypatch.setattr(arbiter_module, "PRESENCE_S", 0.2)
+    arbiter = RequestArbiter(1)
+    high = SourcePriority("high", name="high")
+    arbiter.release(arbiter.acquire(high))
+    normal = [SourcePriority("normal", name=f"n{k}") for k in range(2)]
+    arbiter.acquire(normal[0])
+    order: list[str] = []
+    t0 = time.monotonic()
+    threads = _start_waiters(arbiter, [normal[1]], order)
+    _wait_for(order, 1)
+    waited = time.monotonic() - t0
+    assert order == ["n1"] and arbiter.active == 2, order
+    assert 0.1 <= waited <= 1.0, waited   # held while the high camera was present
+    for t in threads:
+        t.join(2)
 
 
 def test_a_finished_inference_gives_its_slot_to_a_waiter_before_its_owner_collects_it() -> None:
@@ -148,3 +216,37 @@ def _save(model) -> str:
     path = tempfile.mkdtemp() + "/sum.xml"
     ov.save_model(model, path)
     return path
+
+
+def test_the_last_slot_is_kept_for_a_more_urgent_camera_that_is_due() -> None:
+    """A high camera asks every 0.4 s and holds its slot 0.1 s; one normal camera holds the
+    other slot all along.  Right after the high camera's inference a second normal camera
+    takes the last slot at once; shortly before the high camera is due it waits, and the
+    high camera, arriving after it, starts first."""
+    arbiter = RequestArbiter(2)
+    n1, n2 = SourcePriority("normal", name="n1"), SourcePriority("normal", name="n2")
+    high = SourcePriority("high", name="high")
+    arbiter.acquire(n1)
+    for k in range(4):
+        last = time.monotonic()
+        ticket = arbiter.acquire(high)
+        time.sleep(0.1)
+        arbiter.release(ticket)
+        if k < 3:
+            time.sleep(0.3)
+    early = arbiter.acquire(n2)   # due in 0.3 s, an inference takes 0.1 s: the slot is free to use
+    assert n2.waits == 0
+    arbiter.release(early)
+    time.sleep(max(0.0, last + 0.4 - 0.05 - time.monotonic()))
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [n2], order)   # 0.05 s before the high camera is due
+    time.sleep(0.02)
+    assert order == [] and arbiter.active == 1
+    threads += _start_waiters(arbiter, [high], order)
+    _wait_for(order, 1)
+    assert order == ["high"]
+    arbiter.release()   # n1's slot
+    _wait_for(order, 2)
+    assert order == ["high", "n2"]
+    for t in threads:
+        t.join(2)
