@@ -13,8 +13,9 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 * **decoder threads per source** (FFmpeg ``thread_count``): 1, more only when
   decoding binds the rate and a frame thread would raise it by 10 %;
 * **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
-  each model's share of the work needs, as single-threaded streams; requests per
-  camera one more than its share of the streams.  Other devices are left to their
+  each model's share of the work needs, as single-threaded streams, unpinned
+  (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same
+  cores); requests per camera one more than its share of the streams.  Other devices are left to their
   plugins;
 * **decoder priority**: a decoder whose output queue stays full runs at nice
   ``NICE_WHILE_AHEAD`` until it falls behind again (:mod:`pipeline.priority`);
@@ -50,6 +51,11 @@ log = logging.getLogger("vapipe.threads")
 
 #: OpenVINO properties the plan sets; a user's value for either keeps the plan off that stage
 OV_THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS")
+#: set with every planned model's streams (a user's value wins): OpenVINO pins each compiled
+#: model's stream threads from the first core on, so several models of one stream each
+#: would share core 0 and run one after the other (two 1 x 1 models: 2.0x the time of one
+#: model's inferences where unpinned they take 1.0x); the planner measures unpinned too
+PLANNED_OV_CONFIG = {"ENABLE_CPU_PINNING": False}
 #: source size assumed for planning when a live source's size is not known yet
 ASSUMED_SOURCE_WH = (1920, 1080)
 
@@ -287,7 +293,7 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
         user = dict(params.get("config") or {})
         if any(str(k).upper() in OV_THREAD_KEYS for k in user):
             continue
-        out.setdefault(name, {})["config"] = {**cfg, **user}
+        out.setdefault(name, {})["config"] = {**cfg, **PLANNED_OV_CONFIG, **user}
         fields = classes[name].Params.model_fields
         if name in plan.requests and "requests" in fields and not _int(params.get("requests")):
             out[name]["requests"] = plan.requests[name]

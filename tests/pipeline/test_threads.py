@@ -50,16 +50,18 @@ def test_overrides_fill_only_what_the_user_left_open() -> None:
     plan = plan_for_graph(graph, sources=1, cores=4)
     out = plan_overrides(plan, graph, {})
     assert out["decode"]["threads"] == plan.decoder_threads >= 1
-    assert out["face_detect"]["config"] == plan.infer["face_detect"]
-    assert set(out["landmarks"]["config"]) == {"NUM_STREAMS", "INFERENCE_NUM_THREADS"}
+    # unpinned: pinned, OpenVINO starts every model's streams on the same cores
+    assert out["face_detect"]["config"] == {**plan.infer["face_detect"], "ENABLE_CPU_PINNING": False}
+    assert set(out["landmarks"]["config"]) == {"NUM_STREAMS", "INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING"}
 
     user = {"decode": {"threads": 3}, "landmarks": {"config": {"NUM_STREAMS": 2, "PERF_COUNT": True}},
-            "face_detect": {"config": {"INFERENCE_PRECISION_HINT": "f32"}}}
+            "face_detect": {"config": {"INFERENCE_PRECISION_HINT": "f32", "ENABLE_CPU_PINNING": True}}}
     plan = plan_for_graph(graph, sources=1, cores=4, overrides=user)
     out = plan_overrides(plan, graph, user)
     assert out["decode"]["threads"] == 3
     assert out["landmarks"]["config"] == {"NUM_STREAMS": 2, "PERF_COUNT": True}
     assert out["face_detect"]["config"]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert out["face_detect"]["config"]["ENABLE_CPU_PINNING"] is True  # the user's value wins
     assert out["face_detect"]["config"]["NUM_STREAMS"] >= 1
     assert "decode" in plan.user_set and "landmarks" in plan.user_set
     assert "-> 3 thread (set) each" in plan.summary()
