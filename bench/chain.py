@@ -6,7 +6,10 @@ the OCR recogniser turns a line upright by the angle the direction model found),
 then output sinks.  Every mode uses the stages' own adapters (input geometry,
 output decoding), models, devices and non-thread OpenVINO properties (e.g.
 ``INFERENCE_PRECISION_HINT``); the thread properties are vapipe's plan and stay
-out of the baselines, which keep the runtimes' own defaults.
+out of the baselines, which keep the runtimes' own defaults.  The precision vapipe's
+plan measured best (:mod:`pipeline.precision`, ``BenchPlan.precision``) is given to the
+baselines too, so that every mode computes the same thing; only ``vapipe-unplanned``
+keeps the runtime's default precision.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from .plan import BenchError, BenchPlan
 
-__all__ = ["ModelPart", "Chain", "CompiledPart", "load_spec", "load_chain", "selected", "compile_plain",
+__all__ = ["ModelPart", "Chain", "CompiledPart", "load_spec", "load_chain", "plan_chain", "selected", "compile_plain",
            "compile_tuned", "compile_chain", "outputs", "THREAD_KEYS"]
 
 #: OpenVINO properties about threads and streams: the baselines leave them to the runtime
@@ -63,6 +66,17 @@ def load_spec(plan: BenchPlan) -> Any:
 
     spec = load_config(plan.config, check_files=False).get(plan.pipeline)
     return apply_overrides(spec, list(plan.sets)) if plan.sets else spec
+
+
+def plan_chain(plan: BenchPlan) -> Chain:
+    """The chain of ``plan``'s pipeline, each model at the precision vapipe's plan chose for it
+    (``plan.precision``) unless the stage's config sets one."""
+    chain = load_chain(load_spec(plan))
+    for part in [chain.detect, *chain.regions]:
+        hint = plan.precision.get(part.stage)
+        if hint and not any(k.upper() == "INFERENCE_PRECISION_HINT" for k in part.config):
+            part.config = {**part.config, "INFERENCE_PRECISION_HINT": hint}
+    return chain
 
 
 def load_chain(spec: Any) -> Chain:
@@ -170,7 +184,7 @@ def compile_chain(plan: BenchPlan, compile_part: Callable[[Any, ModelPart, tuple
     or :func:`compile_tuned`) on one OpenVINO Core: (chain, detector, region models)."""
     import openvino as ov
 
-    chain = load_chain(load_spec(plan))
+    chain = plan_chain(plan)
     core = ov.Core()
     src_wh = (plan.width, plan.height)
     return chain, compile_part(core, chain.detect, src_wh), [compile_part(core, p, src_wh) for p in chain.regions]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .chain import load_chain, load_spec, selected
+from .chain import load_chain, load_spec, plan_chain, selected
 from .measure import Cameras, av_frames, cpu_s
 from .plan import BenchPlan
 
@@ -67,7 +67,7 @@ def run_infer_alone(plan: BenchPlan) -> dict[str, Any]:
     from pipeline.engine import get_engine
     from pipeline.frame import Frame
 
-    chain = load_chain(load_spec(plan))
+    chain = plan_chain(plan)
     eng = get_engine()
     det = chain.detect
     sample = list(av_frames(plan.source, chain.decode_threads, min(plan.frames, SAMPLE_FRAMES), plan.loop))

@@ -37,6 +37,7 @@ class BenchPlan:
     sets: list[str] = field(default_factory=list)                       # STAGE.PARAM=VALUE, every mode
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # vapipe modes only (vapipe tune)
     peer: dict[str, Any] = field(default_factory=dict)                  # a peer mode's settings (model files, ...)
+    precision: dict[str, str] = field(default_factory=dict)  # stage -> the precision vapipe's plan chose (baselines)
 
 
 def sweep_mode(requests: int) -> str:

@@ -119,6 +119,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     from . import agreement, report, targets
     from .chain import load_chain, load_spec
     from .engine_modes import check_models, engine_mode
+    from .vapipe_modes import planned_precision
     from .peers import registry
 
     say = log or (lambda msg: None)
@@ -158,6 +159,10 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     warmup = replace(plan, frames=min(frames, WARMUP_FRAMES), cameras=1, out=str(out / "warmup"),
                      record_frames=WARMUP_FRAMES)
     warm = spawn_worker("vapipe", warmup)
+    plan = replace(plan, precision=planned_precision(plan))   # the warm-up measured the costs it needs
+    if plan.precision:
+        say("  " + ", ".join(f"{s} at {p}" for s, p in plan.precision.items()) + " in every mode but "
+            "vapipe-unplanned: vapipe's plan measured it no slower than the runtime's default precision")
     objects = agreement.max_objects(out / "warmup" / "records" / "vapipe.json")
     for mode in [m for m in chosen if m in ENGINE_MODES]:   # its engine's model costs measured before round 1
         spawn_worker(mode, warmup)
@@ -174,7 +179,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     result: dict[str, Any] = {
         "pipeline": name, "source": plan.source, "width": width, "height": height, "source_frames": total,
         "cameras": cameras, "frames": frames, "rounds": rounds, "cores": os.cpu_count(), "sets": list(sets),
-        "engine": engine,
+        "engine": engine, "precision": plan.precision,
         "warmup_seconds": warm["seconds"], "seconds": round(time.monotonic() - t_start, 1),
         "modes": {m: summarise(v) for m, v in runs.items()},
         "peers": {p: {"description": registry.PEERS[p].description, "target": registry.PEERS[p].target,

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "measure_decode", "measure_model",
-           "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
+           "model_cost", "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
 
 log = logging.getLogger("vapipe.costs")
 
@@ -254,6 +254,18 @@ def measure_model(probe: ModelProbe) -> dict[str, Any]:
             return model.infer(image)
     # process CPU time: the inference may run on the engine's threads, not the caller's
     return {"ms": round(_timed(run, _process_cpu), 4), "input_hw": list(model.input_hw)}
+
+
+def model_cost(probe: ModelProbe, cache: CostCache,
+               measure: Callable[[ModelProbe], dict[str, Any]] = measure_model) -> tuple[dict[str, Any], str]:
+    """(``{"ms", "input_hw"}`` of :func:`measure_model`, origin) for ``probe``: from ``cache``, or
+    measured now and stored."""
+    key = model_key(probe)
+    entry, origin = cache.cached(key, lambda: measure(probe))
+    if not isinstance(entry, dict) or "ms" not in entry:  # an entry of an older layout
+        entry, origin = measure(probe), "measured"
+        cache.put(key, entry)
+    return entry, origin
 
 
 def measure_decode(uri: str, needs_image: bool, build_source: Callable[[str], Any]) -> tuple[float, Any]:

@@ -82,6 +82,7 @@ class InferInfo:
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
     per_object: float = 1.0      # ... times this share of them run per frame (1/N with reclassify: N)
     engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
+    precision: Any = None        # pipeline.precision.Precision: chosen by measurement (None: not chosen)
 
     @property
     def on_cpu(self) -> bool:
@@ -122,6 +123,7 @@ class ThreadPlan:
     decoder_threads: int                       # per source; FFmpeg thread_count (0: FFmpeg's choice)
     cv2_threads: int                           # cv2.setNumThreads
     infer: dict[str, dict[str, int]] = field(default_factory=dict)  # CPU stage -> OpenVINO properties
+    precision: dict[str, str] = field(default_factory=dict)          # CPU stage -> INFERENCE_PRECISION_HINT
     requests: dict[str, int] = field(default_factory=dict)           # stage -> requests per camera
     untouched: dict[str, str] = field(default_factory=dict)          # stage -> device left to its plugin
     runtime_threads: int = 1                  # intra-op threads for BLAS, PyTorch, ONNX Runtime
@@ -190,7 +192,8 @@ class ThreadPlan:
             streams = max(1, int(cfg.get("NUM_STREAMS", 1)))
             per_stream = max(1, int(cfg.get("INFERENCE_NUM_THREADS", 1)) // streams)
             runtime = "onnxrt  " if self._engine(name) == "onnxruntime" else "openvino"
-            lines.append(f"  {runtime} {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}) x "
+            at = f" at {m['precision']}" if m.get("precision") else ""
+            lines.append(f"  {runtime} {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}){at} x "
                          f"{m.get('per_frame', 1):.2f}/frame -> {streams} stream{'s' if streams != 1 else ''} x "
                          f"{per_stream} thread{mark[name]}{req}, {m.get('cores', 0):.2f} cores")
         if any(self._engine(n) == "onnxruntime" for n in self.infer):
@@ -310,6 +313,10 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         plan.models[st.name] = {"ms": round(st.cost_ms, 3), "per_frame": round(st.per_frame or 1.0, 3),
                                 "origin": st.origin if st.ms is not None else "assumed",
                                 "frame_ms": st.frame_ms, "cores": round(demand, 3)}
+        if st.precision is not None:
+            plan.models[st.name]["precision"] = st.precision.describe()
+            if st.precision.hint:
+                plan.precision[st.name] = st.precision.hint
     if predicted < r * 0.999:
         bound = min((n for n in plan.models if n not in user_set),
                     key=lambda n: plan.infer[n]["INFERENCE_NUM_THREADS"] / max(plan.models[n]["frame_ms"], 1e-9),

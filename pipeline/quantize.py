@@ -9,16 +9,20 @@ tensors the model sees at run time.
 
 Accuracy control (:mod:`pipeline.quantize_control`): the INT8 model must keep, on the
 calibration frames, the share of the f32 model's boxes (IoU >= ``min_iou``) that the
-original model keeps at the device's default precision, less ``max_drop``.  Where NNCF's
+original model keeps at the precision the pipeline runs it at, less ``max_drop``: the
+device's default, or f32 where the thread plan measured f32 to be no slower
+(:mod:`pipeline.precision`).  Where NNCF's
 fully quantised model misses that, the layers that harm the boxes most per multiply-add
 go back to f32 until it holds; the summary names them.  On an AVX2 CPU without bf16
 (default precision f32) the fully quantised pose detector keeps 88 % of the f32 boxes, so
-about 30 % of its multiply-adds stay INT8; on a CPU with bf16, where the default precision
-itself drops about as many boxes, the fully quantised model is expected to pass as it is.
+about 30 % of its multiply-adds stay INT8; on a CPU where the pipeline runs the original in
+bf16, which itself drops about as many boxes, the fully quantised model is expected to pass
+as it is.
 
 The result is an OpenVINO IR (``.xml`` + ``.bin``) of the *raw* model: the engine
 adds its u8 preprocessing when it loads it, as for the original file.  Next to it
-goes an override file ``{stage: {model: PATH}}`` for ``vapipe run --overrides``.
+goes an override file ``{stage: {model: PATH}}`` for ``vapipe run --overrides`` (with the stage's
+config and the precision the INT8 model was checked at, where the plan chose one).
 Afterwards the INT8 model's boxes are compared with the original model's at f32
 on held-out frames of the same video (every other frame is kept out of calibration).
 """
@@ -55,7 +59,7 @@ class QuantizeResult:
     mean_iou: float | None
     min_iou: float
     seconds: float
-    default_precision: str           # what the original model runs at by default on this device
+    default_precision: str           # what the pipeline runs the original model at on this device
     default_kept: float              # ... and the share of the f32 boxes it keeps (the bar for INT8)
     control: ControlResult | None = None   # which layers stayed f32, and why
     notes: list[str] = field(default_factory=list)
@@ -81,7 +85,7 @@ class QuantizeResult:
                 f"{self.seconds:.0f} s -> {self.model}\n{layers}"
                 f"check on {self.check_frames} other frames: {self.boxes_kept}/{self.boxes_ref} boxes of the f32 "
                 f"model kept at IoU >= {self.min_iou} ({self.kept:.1%}); the INT8 model finds {self.boxes_int8}, "
-                f"mean IoU {iou} (the original at its default precision, {self.default_precision}, keeps "
+                f"mean IoU {iou} (the original at the pipeline's precision, {self.default_precision}, keeps "
                 f"{self.default_kept:.1%})\n"
                 f"use it: vapipe run ... --overrides {self.overrides}")
 
@@ -119,6 +123,17 @@ def _sample_frames(uri: str, count: int) -> list[Any]:
             if len(out) >= count:
                 break
     return out
+
+
+def _pipeline_config(stage: str, model_path: Path, adapter: Any, params: Any, hw: tuple[int, int]) -> dict[str, Any]:
+    """The stage's ``config`` with the precision the thread plan compiles its model at."""
+    from .costs import ModelProbe
+    from .precision import HINT, planned_hint
+
+    probe = ModelProbe(stage, model_path, adapter.input_spec, params.device, params.hint, dict(params.config),
+                       input_hw=hw)
+    hint = planned_hint(probe)
+    return {**params.config, HINT: hint} if hint else dict(params.config)
 
 
 def _precision(compiled: Any) -> str:
@@ -255,12 +270,14 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     # accuracy control on the calibration frames, run as the pipeline runs the model (u8 input)
     from .quantize_control import QuantizedLayers, compress_weights, control, matched
 
+    # the original and the INT8 model run at the precision the pipeline runs the original at
+    pipeline_config = _pipeline_config(chosen.name, model_path, adapter, params, hw)
     frames_run = _CalibrationRun(adapter, layout, hw, params.device,
-                                 {**get_engine().default_config, **params.config}, calib,
+                                 {**get_engine().default_config, **pipeline_config}, calib,
                                  [(f.width, f.height) for f in sampled[0::2]])
     everything = range(len(calib))
     reference_boxes = frames_run.runner({"INFERENCE_PRECISION_HINT": "f32"})(raw)(everything)
-    default = get_engine().load(model_path, adapter.input_spec, params.device, params.hint, params.config)
+    default = get_engine().load(model_path, adapter.input_spec, params.device, params.hint, pipeline_config)
     if _precision(default.compiled) == "f32":
         target = 1.0 - max_drop          # the default precision is the reference's
     else:
@@ -281,7 +298,7 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
 
     # The INT8 model's boxes (run as the pipeline will) against the original's at f32, on the
     # held-out frames, through the engine.
-    int8 = get_engine().load(out, adapter.input_spec, params.device, params.hint, params.config)
+    int8 = get_engine().load(out, adapter.input_spec, params.device, params.hint, pipeline_config)
     records: dict[str, dict[str, Any]] = {"ref": {}, "int8": {}, "default": {}}
     precision = _precision(default.compiled)
     # at f32 the default model is the reference model compiled with the same settings: same boxes
@@ -297,8 +314,11 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     overrides = out.with_suffix(".yaml")
     import yaml
 
+    # the INT8 model runs at the precision it was checked at (not measured again)
+    pinned = {"config": pipeline_config} if pipeline_config != dict(params.config) else {}
+
     overrides.write_text(f"# INT8 {model_path.name} for pipeline {name}, calibrated on {Path(source).name}\n"
-                         + yaml.safe_dump({chosen.name: {"model": str(out.resolve())}}, sort_keys=False))
+                         + yaml.safe_dump({chosen.name: {"model": str(out.resolve()), **pinned}}, sort_keys=False))
     return QuantizeResult(model=out, overrides=overrides, stage=chosen.name, source_model=model_path,
                           calibration_frames=len(calib), check_frames=len(check),
                           boxes_ref=agreement["objects_ref"], boxes_kept=agreement["matched"],

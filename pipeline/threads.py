@@ -17,6 +17,8 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
   (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same
   cores); requests per camera one more than its share of the streams.  Other devices are left to their
   plugins;
+* **OpenVINO precision** (``INFERENCE_PRECISION_HINT``): f32 where it costs no more than the
+  CPU's default (bf16 or f16), measured per model (:mod:`pipeline.precision`);
 * **decoder priority**: a decoder whose output queue stays full runs at nice
   ``NICE_WHILE_AHEAD`` until it falls behind again (:mod:`pipeline.priority`);
 * **encoders** (FFmpeg ``thread_count`` of MP4 outputs): 1, encoding on the camera's
@@ -28,8 +30,8 @@ While a run goes, :mod:`pipeline.plan_check` compares the plan with what the
 process does and can re-plan from the costs it observes (``--replan``).
 
 The plan is only applied where the user did not choose: an explicit
-``decode.threads``, ``requests``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` in a
-stage's ``config`` wins; ``--cores 0`` leaves every runtime at its own defaults.
+``decode.threads``, ``requests``, or ``NUM_STREAMS``/``INFERENCE_NUM_THREADS`` or
+``INFERENCE_PRECISION_HINT`` in a stage's ``config`` wins; ``--cores 0`` leaves every runtime at its own defaults.
 """
 
 from __future__ import annotations
@@ -41,8 +43,11 @@ import sys
 from typing import Any, Callable, Sequence
 
 from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, measure_decode, measure_host,
-                    measure_model, model_key, objects_key)
+                    measure_model, model_cost, model_key, objects_key)
 from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
+from .precision import HINT as PRECISION_HINT
+from .precision import Precision
+from .precision import choose as choose_precision
 
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
            "apply_global", "ort_session_options", "OV_THREAD_KEYS", "infer_infos"]
@@ -120,7 +125,7 @@ class _Measured:
         self.decode_ms: list[float] = []
         self.decode_origin = "assumed"
         self.host_ms: float | None = None
-        self.models: dict[str, tuple[float, str, ModelProbe]] = {}
+        self.models: dict[str, tuple[float, str, ModelProbe, Precision | None]] = {}
         self.failures: list[str] = []  # what could not be measured (the run itself reports why)
 
 
@@ -158,15 +163,13 @@ def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: b
             probe = st.planning_probe(src_wh)
             if probe is None or not _on_cpu(probe.device):
                 continue
+            probe, entry, origin, precision = choose_precision(
+                probe, lambda p: model_cost(p, cache, measure_model), model_cost(probe, cache, measure_model))
             key = model_key(probe)
-            entry, origin = cache.cached(key, lambda probe=probe: measure_model(probe))
-            if not isinstance(entry, dict) or "ms" not in entry:  # an entry of an older layout
-                entry, origin = measure_model(probe), "measured"
-                cache.put(key, entry)
         except Exception as exc:  # noqa: BLE001 - a model that cannot be read fails the stage's open
             out.failures.append(f"stage {name}: {exc}")
             continue
-        out.models[name] = (float(entry["ms"]), origin, probe)
+        out.models[name] = (float(entry["ms"]), origin, probe, precision)
         if not uris:
             continue
         hkey = f"host|{decode_key(uris[0], needs_image)}|{key}"
@@ -256,14 +259,14 @@ def _with_cost(info: InferInfo, measured: _Measured, pipeline: str, cache: CostC
     hit = measured.models.get(info.name)
     if hit is None:
         return info
-    ms, origin, probe = hit
+    ms, origin, probe, precision = hit
     per_frame = probe.per_frame
     if per_frame is None:
         seen = cache.get(objects_key(pipeline, info.name))
         objects = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
         per_frame = objects * probe.per_object
     return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None,
-                   per_object=probe.per_object)
+                   per_object=probe.per_object, precision=precision)
 
 
 def _on_cpu(device: str) -> bool:
@@ -297,6 +300,12 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
         fields = classes[name].Params.model_fields
         if name in plan.requests and "requests" in fields and not _int(params.get("requests")):
             out[name]["requests"] = plan.requests[name]
+    for name, hint in plan.precision.items():  # chosen by measurement, also where the user set threads
+        if "config" not in classes[name].Params.model_fields:
+            continue
+        config = out.get(name, {}).get("config") or dict(_params(graph, name, overrides).get("config") or {})
+        if not any(str(k).upper() == PRECISION_HINT for k in config):
+            out.setdefault(name, {})["config"] = {**config, PRECISION_HINT: hint}
     return out
 
 

@@ -64,7 +64,8 @@ def test_the_second_start_measures_nothing(tmp_path: Path, monkeypatch: pytest.M
     second = threads.plan_for_graph(graph, [SCENE], cores=2, costs=second_cache)
     assert second_cache.measurements == 0 and second_cache.hits >= 3
     assert second.decode_origin == "cached" and second.models["person_detect"]["origin"] == "cached"
-    assert second.infer == first.infer and second.decode_ms == pytest.approx(first.decode_ms, abs=1e-3)
+    assert second.infer == first.infer and second.precision == first.precision
+    assert second.decode_ms == pytest.approx(first.decode_ms, abs=1e-3)
     assert second.host_ms == pytest.approx(first.host_ms, abs=1e-3)
     assert "(cached)" in second.summary()
 
