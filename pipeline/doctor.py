@@ -298,7 +298,9 @@ def format_report(info: dict[str, Any]) -> str:
     lines.append(f"plan{' for ' + plan['pipeline'] if plan['pipeline'] else ''} ({plan['sources']} source(s))")
     lines += [f"  {line}" for line in plan["summary"].splitlines()]
     for name, cfg in plan["infer"].items():
-        lines.append(f"  {name}: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+        precision = plan.get("precision", {}).get(name)
+        lines.append(f"  {name}: " + ", ".join(f"{k}={v}" for k, v in cfg.items())
+                     + (f", INFERENCE_PRECISION_HINT={precision}" if precision else ""))
     lines += [f"  note: {n}" for n in plan["notes"]]
     last = info.get("last_check")
     if last:

@@ -32,8 +32,16 @@ def test_report_has_every_section_and_the_plan() -> None:
     assert "compiled CPU THROUGHPUT: NUM_STREAMS" in res.stdout
     assert "OPTIMAL_NUMBER_OF_INFER_REQUESTS" in res.stdout
     assert "threads: 4 cores" in res.stdout and "face_detect" in res.stdout and "landmarks" in res.stdout
+    # the precision the plan measured best, where it chose f32 over this CPU's default
+    for name in ("face_detect", "landmarks"):
+        line = next(line for line in lines if line.startswith(f"  {name}: NUM_STREAMS="))
+        assert ("INFERENCE_PRECISION_HINT=f32" in line) == (" at f32 (" in _plan_line(lines, name)), line
     assert not any(line.startswith("warning:") for line in lines if "cores this process" not in line
                    and "OpenCV" not in line), res.stdout
+
+
+def _plan_line(lines: list[str], stage: str) -> str:
+    return next(line for line in lines if f" {stage} " in line and "ms/inference" in line)
 
 
 def test_warns_when_omp_num_threads_exceeds_the_cores() -> None:
