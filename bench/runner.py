@@ -119,8 +119,8 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     from . import agreement, report, targets
     from .chain import load_chain, load_spec
     from .engine_modes import check_models, engine_mode
-    from .vapipe_modes import planned_precision
     from .peers import registry
+    from .vapipe_modes import planned_precision
 
     say = log or (lambda msg: None)
     extra = engine_mode(engine)
