@@ -71,11 +71,11 @@ def load_spec(plan: BenchPlan) -> Any:
 def plan_chain(plan: BenchPlan) -> Chain:
     """The chain of ``plan``'s pipeline, each model at the precision vapipe's plan chose for it
     (``plan.precision``) unless the stage's config sets one."""
+    from pipeline.precision import with_hint
+
     chain = load_chain(load_spec(plan))
     for part in [chain.detect, *chain.regions]:
-        hint = plan.precision.get(part.stage)
-        if hint and not any(k.upper() == "INFERENCE_PRECISION_HINT" for k in part.config):
-            part.config = {**part.config, "INFERENCE_PRECISION_HINT": hint}
+        part.config = with_hint(part.config, plan.precision.get(part.stage))
     return chain
 
 

@@ -120,7 +120,6 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     from .chain import load_chain, load_spec
     from .engine_modes import check_models, engine_mode
     from .peers import registry
-    from .vapipe_modes import planned_precision
 
     say = log or (lambda msg: None)
     extra = engine_mode(engine)
@@ -159,7 +158,7 @@ def run_bench(name: str, source: str, cameras: int = 1, frames: int | None = Non
     warmup = replace(plan, frames=min(frames, WARMUP_FRAMES), cameras=1, out=str(out / "warmup"),
                      record_frames=WARMUP_FRAMES)
     warm = spawn_worker("vapipe", warmup)
-    plan = replace(plan, precision=planned_precision(plan))   # the warm-up measured the costs it needs
+    plan = replace(plan, precision=warm.get("precision", {}))   # what vapipe's plan chose, for the baselines
     if plan.precision:
         say("  " + ", ".join(f"{s} at {p}" for s, p in plan.precision.items()) + " in every mode but "
             "vapipe-unplanned: vapipe's plan measured it no slower than the runtime's default precision")

@@ -22,7 +22,7 @@ from .measure import cpu_s, mode_result, write_records
 from .plan import BenchError, BenchPlan, sweep_requests
 from .recorder import RECORDER_TYPE, BenchRecorder
 
-__all__ = ["bench_spec", "planned_precision", "run_vapipe", "RECORDER"]
+__all__ = ["bench_spec", "run_vapipe", "RECORDER"]
 
 RECORDER = "bench_record"   # stage name of the recorder in the bench spec
 
@@ -56,16 +56,6 @@ def bench_spec(spec: Any, plan: BenchPlan) -> Any:
     new.stages.append(StageSpec(name=RECORDER, type=RECORDER_TYPE, inputs=leaves,
                                 params={"keep": plan.record_frames}))
     return new
-
-
-def planned_precision(plan: BenchPlan) -> dict[str, str]:
-    """Stage -> the precision vapipe's thread plan compiles its model at, where the plan chose
-    one (:mod:`pipeline.precision`; from the machine's cost cache, measured if missing)."""
-    from pipeline.graph import build_graph
-    from pipeline.threads import plan_for_graph
-
-    graph = build_graph(bench_spec(load_spec(plan), plan), plan.config)
-    return dict(plan_for_graph(graph, [plan.source] * plan.cameras, overrides=plan.overrides).precision)
 
 
 def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
@@ -112,6 +102,7 @@ def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
     res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
                      if n != RECORDER}
     res["threads"] = summary.threads
+    res["precision"] = (summary.plan or {}).get("precision", {})  # stage -> the hint the plan chose
     check = getattr(summary, "plan_check_text", None)   # how the run matched its thread plan, and why not
     if check:
         res["plan_check"] = check

@@ -40,9 +40,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .priority import NICE_WHILE_AHEAD
+
+if TYPE_CHECKING:
+    from .precision import Precision
 
 __all__ = ["InferInfo", "EncoderInfo", "ThreadPlan", "plan_threads", "ASSUMED_DECODE_MS", "ASSUMED_HOST_MS",
            "ASSUMED_INFER_MS"]
@@ -82,7 +85,7 @@ class InferInfo:
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
     per_object: float = 1.0      # ... times this share of them run per frame (1/N with reclassify: N)
     engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
-    precision: Any = None        # pipeline.precision.Precision: chosen by measurement (None: not chosen)
+    precision: Precision | None = None  # chosen by measurement (None: the planner did not choose)
 
     @property
     def on_cpu(self) -> bool:

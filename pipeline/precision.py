@@ -25,9 +25,9 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .costs import CostCache, ModelProbe, model_cost
+from .costs import ModelProbe
 
-__all__ = ["HINT", "F32_MARGIN", "Precision", "default_precision", "f32_probe", "choose", "planned_hint"]
+__all__ = ["HINT", "F32_MARGIN", "Precision", "default_precision", "sets_hint", "with_hint", "f32_probe", "choose"]
 
 #: the OpenVINO property that sets a model's inference precision
 HINT = "INFERENCE_PRECISION_HINT"
@@ -68,26 +68,36 @@ def default_precision(device: str = "CPU") -> str:
     return {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(name, name)
 
 
+def sets_hint(config: dict[str, Any]) -> bool:
+    """Whether an OpenVINO ``config`` sets the precision (keys in any case)."""
+    return any(str(k).upper() == HINT for k in config)
+
+
+def with_hint(config: dict[str, Any], hint: str | None) -> dict[str, Any]:
+    """``config`` with the precision ``hint`` added, unless it sets one (or ``hint`` is None)."""
+    return {**config, HINT: hint} if hint and not sets_hint(config) else dict(config)
+
+
 def f32_probe(probe: ModelProbe) -> ModelProbe | None:
     """``probe`` compiled at f32, when the choice is the planner's to make: an OpenVINO model
     on the CPU whose ``config`` sets no precision, on a CPU whose default is not f32."""
     if probe.engine != "openvino" or probe.device.upper().split(".", 1)[0] != "CPU":
         return None
-    if any(str(k).upper() == HINT for k in probe.config):
+    if sets_hint(probe.config):
         return None
     if default_precision("CPU") == "f32":
         return None
     return replace(probe, config={**probe.config, HINT: "f32"})
 
 
-def choose(probe: ModelProbe, cost: Callable[[ModelProbe], tuple[dict[str, Any], str]],
-           default_cost: tuple[dict[str, Any], str]) -> tuple[ModelProbe, dict[str, Any], str, Precision | None]:
+def choose(probe: ModelProbe, cost: Callable[[ModelProbe], tuple[dict[str, Any], str]]
+           ) -> tuple[ModelProbe, dict[str, Any], str, Precision | None]:
     """(probe, cost entry, origin, precision) of the faster compilation of ``probe``.
 
-    ``default_cost`` is ``cost(probe)`` at the runtime's default precision; ``cost`` returns
-    (entry with ``ms``, origin) for a probe (measured or cached).  Where the planner does not
-    choose (:func:`f32_probe` is None), ``probe`` and its default cost come back unchanged."""
-    entry, origin = default_cost
+    ``cost`` returns (entry with ``ms``, origin) for a probe (measured or cached).  Where the
+    planner does not choose (:func:`f32_probe` is None), ``probe`` and its cost at the
+    runtime's default precision come back unchanged."""
+    entry, origin = cost(probe)
     alt = f32_probe(probe)
     if alt is None:
         return probe, entry, origin, None
@@ -97,10 +107,3 @@ def choose(probe: ModelProbe, cost: Callable[[ModelProbe], tuple[dict[str, Any],
         return alt, alt_entry, alt_origin, Precision("f32", default_precision("CPU"), default_ms, f32_ms)
     return probe, entry, origin, Precision(None, default_precision("CPU"), default_ms, f32_ms)
 
-
-def planned_hint(probe: ModelProbe, cache: CostCache | None = None) -> str | None:
-    """The precision hint the thread plan gives ``probe``'s model on this machine (None: the
-    runtime's default), from the cost cache (the machine's, by default) or measured now."""
-    cache = cache if cache is not None else CostCache()
-    _, _, _, chosen = choose(probe, lambda p: model_cost(p, cache), model_cost(probe, cache))
-    return chosen.hint if chosen is not None else None

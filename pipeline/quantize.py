@@ -125,17 +125,6 @@ def _sample_frames(uri: str, count: int) -> list[Any]:
     return out
 
 
-def _pipeline_config(stage: str, model_path: Path, adapter: Any, params: Any, hw: tuple[int, int]) -> dict[str, Any]:
-    """The stage's ``config`` with the precision the thread plan compiles its model at."""
-    from .costs import ModelProbe
-    from .precision import HINT, planned_hint
-
-    probe = ModelProbe(stage, model_path, adapter.input_spec, params.device, params.hint, dict(params.config),
-                       input_hw=hw)
-    hint = planned_hint(probe)
-    return {**params.config, HINT: hint} if hint else dict(params.config)
-
-
 def _precision(compiled: Any) -> str:
     """The inference precision a compiled model runs at ("f32", "bf16", ...)."""
     try:
@@ -210,9 +199,12 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     from .config import load_pipeline
     from .engine import get_engine
     from .frame import Frame
+    from .graph import build_graph
     from .models import resolve_model
+    from .precision import with_hint
     from .records import compare_records
     from .registry import resolve_stage_type
+    from .threads import plan_for_graph
 
     say = log or (lambda msg: None)
     if frames < 4:
@@ -270,8 +262,9 @@ def quantize_detector(name: str, source: str, config: str | Path = "pipelines.ya
     # accuracy control on the calibration frames, run as the pipeline runs the model (u8 input)
     from .quantize_control import QuantizedLayers, compress_weights, control, matched
 
-    # the original and the INT8 model run at the precision the pipeline runs the original at
-    pipeline_config = _pipeline_config(chosen.name, model_path, adapter, params, hw)
+    # the original and the INT8 model run at the precision the pipeline's thread plan gives the original
+    planned = plan_for_graph(build_graph(spec, str(config)), [source]).precision.get(chosen.name)
+    pipeline_config = with_hint(dict(params.config), planned)
     frames_run = _CalibrationRun(adapter, layout, hw, params.device,
                                  {**get_engine().default_config, **pipeline_config}, calib,
                                  [(f.width, f.height) for f in sampled[0::2]])

@@ -45,8 +45,7 @@ from typing import Any, Callable, Sequence
 from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, measure_decode, measure_host,
                     measure_model, model_cost, model_key, objects_key)
 from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
-from .precision import HINT as PRECISION_HINT
-from .precision import Precision
+from .precision import Precision, with_hint
 from .precision import choose as choose_precision
 
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
@@ -163,8 +162,7 @@ def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: b
             probe = st.planning_probe(src_wh)
             if probe is None or not _on_cpu(probe.device):
                 continue
-            probe, entry, origin, precision = choose_precision(
-                probe, lambda p: model_cost(p, cache, measure_model), model_cost(probe, cache, measure_model))
+            probe, entry, origin, precision = choose_precision(probe, lambda p: model_cost(p, cache, measure_model))
             key = model_key(probe)
         except Exception as exc:  # noqa: BLE001 - a model that cannot be read fails the stage's open
             out.failures.append(f"stage {name}: {exc}")
@@ -304,8 +302,7 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
         if "config" not in classes[name].Params.model_fields:
             continue
         config = out.get(name, {}).get("config") or dict(_params(graph, name, overrides).get("config") or {})
-        if not any(str(k).upper() == PRECISION_HINT for k in config):
-            out.setdefault(name, {})["config"] = {**config, PRECISION_HINT: hint}
+        out.setdefault(name, {})["config"] = with_hint(config, hint)
     return out
 
 

@@ -48,7 +48,7 @@ def bf16_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_f32_is_chosen_where_it_is_faster_and_on_a_tie(bf16_cpu: None) -> None:
     for default_ms, f32_ms in ((13.35, 7.14), (2.0, 2.08)):  # faster; within the 5 % margin
         cost, asked = _costs(default_ms, f32_ms)
-        probe, entry, _, chosen = precision.choose(_probe(), cost, cost(_probe()))
+        probe, entry, _, chosen = precision.choose(_probe(), cost)
         assert probe.config == {HINT: "f32"} and entry["ms"] == f32_ms
         assert chosen is not None and chosen.hint == "f32" and chosen.describe() == f"f32 (bf16: {default_ms:.2f} ms)"
         assert [p.config.get(HINT) for p in asked] == [None, "f32"]
@@ -56,7 +56,7 @@ def test_f32_is_chosen_where_it_is_faster_and_on_a_tie(bf16_cpu: None) -> None:
 
 def test_the_default_is_kept_where_f32_costs_more(bf16_cpu: None) -> None:
     cost, _ = _costs(2.0, 5.0)  # e.g. bf16 on AMX
-    probe, entry, _, chosen = precision.choose(_probe(), cost, cost(_probe()))
+    probe, entry, _, chosen = precision.choose(_probe(), cost)
     assert probe.config == {} and entry["ms"] == 2.0
     assert chosen is not None and chosen.hint is None and chosen.describe() == "bf16 (f32: 5.00 ms)"
 
@@ -65,7 +65,7 @@ def test_the_default_is_kept_where_f32_costs_more(bf16_cpu: None) -> None:
                          ids=["user hint", "onnxruntime"])
 def test_nothing_is_measured_where_the_choice_is_not_the_planners(bf16_cpu: None, probe: ModelProbe) -> None:
     cost, asked = _costs(13.35, 7.14)
-    got, entry, _, chosen = precision.choose(probe, cost, cost(probe))
+    got, entry, _, chosen = precision.choose(probe, cost)
     assert got is probe and chosen is None and len(asked) == 1
 
 
