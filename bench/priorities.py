@@ -86,7 +86,7 @@ def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: lis
 def _over_rounds(rs: list[dict[str, Any]]) -> dict[str, Any]:
     """One load's runs of one mode as one: the run of median camera-0 p99 (its rates and drops),
     with camera 0's p50/p99 over the steady-state frames of every round together (a p99 of one
-    short run is nearly its worst frame, and the median of three such is still one frame's
+    short run is nearly its worst frame, and the median of a few such is still one frame's
     luck); every round's own p99 is kept."""
     middle = sorted(rs, key=lambda r: r["cameras"][0]["p99_ms"])[len(rs) // 2]
     pooled = np.concatenate([np.asarray(r["camera0_ms"], np.float64) for r in rs])
