@@ -20,6 +20,7 @@ from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool
 from pipeline.engines import load_model
 from pipeline.frame import DETECTION_RAN, GATE, Detections, Frame, attr_values
+from pipeline.resize_match import opencv_matches_engine
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class
@@ -50,7 +51,9 @@ class Detect(InferStage):
             "or the converted image), engine (full-size uint8 frame, resized inside the compiled model), or auto "
             "(both measured on the first frame of each size; the faster is kept); default: where the model "
             "family's reference scales (engine for yolo, yolov5, yolo_end2end and ssd as model_api does, host "
-            "with OpenCV on the full frame for yolox), auto for the others")
+            "with OpenCV on the full frame for yolox), auto for the others; the engine default scales with "
+            "OpenCV on the full frame instead where that gives the same pixels (both sides shrinking by odd "
+            "whole factors or both by 2, e.g. 1920x1080 or 1280x720 into 640x360)")
 
         @field_validator("decoder")
         @classmethod
@@ -88,12 +91,8 @@ class Detect(InferStage):
         self._routes = {}
 
     def _load(self, spec_size: tuple[int, int] | None, **engine_resize: Any) -> LoadedModel:
-        base: InputSpec = self.adapter.input_spec
-        spec = replace(base, size=spec_size if spec_size is not None else base.size, **engine_resize)
-        if engine_resize:
-            spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
-        return load_model(self.params.engine, self.model_path, spec, self.params.device, self.params.hint,
-                          self.params.config)
+        return load_model(self.params.engine, self.model_path, _input_spec(self.adapter, spec_size, **engine_resize),
+                          self.params.device, self.params.hint, self.params.config)
 
     def _route_for(self, frame: Frame) -> _Route:
         src_wh = (frame.width, frame.height)
@@ -101,15 +100,14 @@ class Detect(InferStage):
         if route is not None:
             return route
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
-        own_sampling = type(self.adapter).prepare_input is not DetectorAdapter.prepare_input
-        mode = self.params.resize or self.adapter.resize_preference
-        if self.params.engine != "openvino":  # only OpenVINO resizes inside the model
-            mode = "host"
-        candidates = ["host", "engine"] if mode == "auto" and not own_sampling else [
-            "host" if mode == "auto" else mode]
+        candidates = _route_candidates(self.params, self.adapter, src_wh,
+                                       lambda: size or _static_hw(self.adapter) or self._load(None).input_hw)
         routes = {name: self._make_route(name, size, src_wh) for name in candidates}
         if len(routes) == 1:
             chosen, timings = candidates[0], {}
+            if chosen == _HOST_EXACT:
+                log.info("%s: %dx%d frames -> host resize (OpenCV gives the pixels the engine would)",
+                         self.name, *src_wh)
         else:
             timings = {name: r.measure(frame, self.adapter) for name, r in routes.items()}
             chosen = min(timings, key=timings.__getitem__)
@@ -122,13 +120,12 @@ class Detect(InferStage):
         return route
 
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
-        if kind == "host":
+        if kind != "engine":
             model = self._load(size)
-            return _Route(model, model.create_pool(self.params.requests, self.priority), self.adapter.host_input)
-        h, w = size or self._load(None).input_hw
-        box = Letterbox.fit(src_wh, (w, h), self.adapter.letterbox, self.adapter.letterbox_align)
-        model = self._load(size, resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
-                           pad_top_left=(int(box.pad_y), int(box.pad_x)), pad_value=float(self.adapter.pad_value))
+            return _Route(model, model.create_pool(self.params.requests, self.priority),
+                          _host_prepare(self.adapter, kind))
+        box = _letterbox(self.adapter, src_wh, size or self._load(None).input_hw)
+        model = self._load(size, **_engine_resize(self.adapter, src_wh, box))
         return _Route(model, model.create_pool(self.params.requests, self.priority),
                       lambda frame, hw: (frame.image(), box))
 
@@ -138,19 +135,30 @@ class Detect(InferStage):
         path = resolve_model(self.params.model)
         adapter = detector_adapter(self.params, path)
         size = adapter.input_size(source_wh) if hasattr(adapter, "input_size") else None
-        return ModelProbe(self.name, path, adapter.input_spec, self.params.device,
+        spec = adapter.input_spec
+        model_hw = size or _static_hw(adapter)
+        if model_hw is not None and _route_candidates(self.params, adapter, source_wh, lambda: model_hw) == ["engine"]:
+            # the model as the engine route feeds it: full-size frames, scaled inside
+            spec = _input_spec(adapter, size, **_engine_resize(adapter, source_wh,
+                                                               _letterbox(adapter, source_wh, model_hw)))
+        return ModelProbe(self.name, path, spec, self.params.device,
                           self.params.hint, dict(self.params.config), input_hw=size,
                           per_frame=1.0 / self.params.every, engine=self.params.engine)
 
     def planning_host(self, frame: Frame, input_hw: tuple[int, int]) -> Callable[[], Any]:
         adapter = detector_adapter(self.params)
-        hw = adapter.input_size((frame.width, frame.height)) if hasattr(adapter, "input_size") else input_hw
+        src_wh = (frame.width, frame.height)
+        hw = adapter.input_size(src_wh) if hasattr(adapter, "input_size") else input_hw
+        kind = _route_candidates(self.params, adapter, src_wh, lambda: hw)[0]
+        prepare_input = _host_prepare(adapter, kind)
+        # routes that read the full-size frame get it converted: the decoder thread does that
+        image = frame.image() if kind != "host" else frame._image if frame.av_frame is None else None
 
         def prepare() -> Any:
             # a fresh frame each time: frames cache their scaled copies
             probe = Frame(frame.source_id, frame.seq, frame.width, frame.height, av_frame=frame.av_frame,
-                          _image=frame._image if frame.av_frame is None else None)
-            return adapter.host_input(probe, hw)
+                          _image=image)
+            return None if kind == "engine" else prepare_input(probe, hw)
 
         return prepare
 
@@ -190,6 +198,60 @@ def _generic_families() -> tuple[str, ...]:
 
     load_adapters()
     return tuple(GENERIC_FAMILIES)
+
+
+#: the host route on the full-size BGR frame, where OpenCV gives the engine's pixels
+_HOST_EXACT = "host (engine's pixels)"
+
+
+def _route_candidates(params: Detect.Params, adapter: DetectorAdapter, src_wh: tuple[int, int],
+                      model_hw: Callable[[], tuple[int, int]]) -> list[str]:
+    """How frames of (width, height) ``src_wh`` may reach the model (``model_hw()``: its
+    input (height, width), asked only when needed): one route, or ``["host", "engine"]`` to measure both (``resize: auto``).
+    The engine route a family prefers by default becomes :data:`_HOST_EXACT` where
+    OpenCV's resize gives the same pixels (:func:`pipeline.resize_match.opencv_matches_engine`)."""
+    own_sampling = type(adapter).prepare_input is not DetectorAdapter.prepare_input
+    mode = params.resize or adapter.resize_preference
+    if params.engine != "openvino":  # only OpenVINO resizes inside the model
+        return ["host"]
+    if mode == "auto":
+        return ["host"] if own_sampling else ["host", "engine"]
+    if mode == "engine" and params.resize is None and not own_sampling:
+        inner = _letterbox(adapter, src_wh, model_hw()).inner
+        if opencv_matches_engine(src_wh, inner):
+            return [_HOST_EXACT]
+    return [mode]
+
+
+def _letterbox(adapter: DetectorAdapter, src_wh: tuple[int, int], model_hw: tuple[int, int]) -> Letterbox:
+    return Letterbox.fit(src_wh, (model_hw[1], model_hw[0]), adapter.letterbox, adapter.letterbox_align)
+
+
+def _engine_resize(adapter: DetectorAdapter, src_wh: tuple[int, int], box: Letterbox) -> dict[str, Any]:
+    """InputSpec fields of the engine route: full-size frames scaled and padded inside the model."""
+    return dict(resize_from=(src_wh[1], src_wh[0]), inner=(box.inner[1], box.inner[0]),
+                pad_top_left=(int(box.pad_y), int(box.pad_x)), pad_value=float(adapter.pad_value))
+
+
+def _input_spec(adapter: DetectorAdapter, spec_size: tuple[int, int] | None, **engine_resize: Any) -> InputSpec:
+    base: InputSpec = adapter.input_spec
+    spec = replace(base, size=spec_size if spec_size is not None else base.size, **engine_resize)
+    if engine_resize:
+        spec = replace(spec, host_color="BGR")  # full-size frames come as BGR (frame.image())
+    return spec
+
+
+def _static_hw(adapter: DetectorAdapter) -> tuple[int, int] | None:
+    """The model's fixed input (height, width), if the adapter knows it without compiling."""
+    hw = getattr(getattr(adapter, "info", None), "input_hw", None)
+    return tuple(hw) if hw is not None and min(hw) > 0 else None  # type: ignore[return-value]
+
+
+def _host_prepare(adapter: DetectorAdapter, kind: str) -> Callable[[Frame, tuple[int, int]], tuple[np.ndarray, Letterbox]]:
+    """The host-side input preparation of route ``kind`` ("host" or :data:`_HOST_EXACT`)."""
+    if kind != _HOST_EXACT:
+        return adapter.host_input
+    return lambda frame, hw: adapter.host_input(frame, hw, like_engine=True)
 
 
 def detector_adapter(params: Detect.Params, model_path: Any = None) -> DetectorAdapter:

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+import cv2
 import numpy as np
 
 from pipeline.engine import InputSpec
 from pipeline.frame import Detections
+from pipeline.resize_match import resize_like_engine
 
 __all__ = ["DetectorAdapter", "DECODERS", "register", "Letterbox"]
 
@@ -54,12 +56,15 @@ class DetectorAdapter:
         (e.g. MediaPipe's corner-aligned warp) override this."""
         return None
 
-    def host_input(self, frame: Any, input_hw: tuple[int, int]) -> "tuple[np.ndarray, Letterbox]":
+    def host_input(self, frame: Any, input_hw: tuple[int, int],
+                   like_engine: bool = False) -> "tuple[np.ndarray, Letterbox]":
         """The model input (H, W, 3) uint8 in ``input_spec.host_color`` order and its
         mapping: :meth:`prepare_input` if the adapter has one, else the frame scaled
         with :meth:`Frame.resized` into a letterbox (or stretched) and padded with
-        ``pad_value``.  The detect stage, the benchmark baselines and ``vapipe quantize``
-        all build inputs here."""
+        ``pad_value``.  ``like_engine``: the full-size BGR frame scaled to the pixels
+        OpenVINO's resize would give (:func:`pipeline.resize_match.resize_like_engine`;
+        ValueError where the sizes do not allow it).  The detect stage, the benchmark
+        baselines and ``vapipe quantize`` all build inputs here."""
         prepared = self.prepare_input(frame, input_hw)
         if prepared is not None:
             return prepared
@@ -68,7 +73,12 @@ class DetectorAdapter:
             frame.image()  # Frame.resized then scales the converted frame with cv2.resize
         box = Letterbox.fit((frame.width, frame.height), (w, h), self.letterbox, self.letterbox_align)
         fmt = "rgb24" if self.input_spec.host_color == "RGB" else "bgr24"
-        inner = frame.resized(box.inner[0], box.inner[1], fmt)
+        if like_engine:
+            inner = resize_like_engine(frame.image(), box.inner)
+            if fmt == "rgb24":
+                inner = cv2.cvtColor(inner, cv2.COLOR_BGR2RGB)
+        else:
+            inner = frame.resized(box.inner[0], box.inner[1], fmt)
         if box.inner == (w, h):
             return inner, box
         image = np.full((h, w, 3), self.pad_value, np.uint8)

@@ -36,6 +36,33 @@ def test_engine_resize_finds_the_same_people_as_host_resize(videos_dir: Path) ->
     assert np.median(ious) >= 0.9
 
 
+def test_default_engine_resize_runs_on_the_host_where_opencv_gives_the_same_pixels(
+        videos_dir: Path, models_dir: Path, tmp_path: Path) -> None:
+    """YOLO scales inside the model by default (as model_api); 1920x1080 and 1280x720 frames
+    shrink by 3 and 2 into the 640x360 letterbox, where the host gives the same pixels, so they
+    are scaled on the host and the detections are bit for bit those of ``resize: engine``;
+    1024x576 (by 1.6) stays in the engine.  All at f32: at bf16 two graphs that differ in their
+    preprocessing round differently."""
+    from tests.video import decode, encode
+
+    raw = decode(videos_dir / PERSON_CLIP, 100, 12)  # people in view
+    model = str(models_dir / "yolo" / "yolo11n_int8_openvino_model")
+    exact = "host (engine's pixels)"
+    for size, default_route in (((1920, 1080), exact), ((1280, 720), exact), ((1024, 576), "engine")):
+        clip = encode(raw, tmp_path / f"{size[0]}x{size[1]}.mp4", size)
+        found, routes = {}, {}
+        for resize in ("default", "engine"):
+            extra = {} if resize == "default" else {"resize": resize}
+            with Decode(uri=str(clip)) as src, \
+                    Detect(model=model, config={"INFERENCE_PRECISION_HINT": "f32"}, **extra) as det:
+                found[resize] = [det(frame).detections for frame in src.frames()]
+            routes[resize] = [c[0] for c in det.choices.values()]
+        assert routes == {"default": [default_route], "engine": ["engine"]}, size
+        assert sum(len(d) for d in found["engine"]) >= 5
+        for ours, engine in zip(found["default"], found["engine"]):
+            assert np.array_equal(ours.xyxy, engine.xyxy) and np.array_equal(ours.score, engine.score), size
+
+
 def test_auto_resize_measures_both_paths_and_keeps_the_faster(models_dir: Path) -> None:
     from stages.testsrc import TickerScene
     from pipeline.frame import Frame
