@@ -151,8 +151,8 @@ class Detect(InferStage):
         hw = adapter.input_size(src_wh) if hasattr(adapter, "input_size") else input_hw
         kind = _route_candidates(self.params, adapter, src_wh, lambda: hw)[0]
         prepare_input = _host_prepare(adapter, kind)
-        # routes that read the full-size frame get it converted: the decoder thread does that
-        image = frame.image() if kind != "host" else frame._image if frame.av_frame is None else None
+        # the exact host route reads the full-size frame the decoder thread converts
+        image = frame.image() if kind == _HOST_EXACT else frame._image if frame.av_frame is None else None
 
         def prepare() -> Any:
             # a fresh frame each time: frames cache their scaled copies
@@ -206,10 +206,11 @@ _HOST_EXACT = "host (engine's pixels)"
 
 def _route_candidates(params: Detect.Params, adapter: DetectorAdapter, src_wh: tuple[int, int],
                       model_hw: Callable[[], tuple[int, int]]) -> list[str]:
-    """How frames of (width, height) ``src_wh`` may reach the model (``model_hw()``: its
-    input (height, width), asked only when needed): one route, or ``["host", "engine"]`` to measure both (``resize: auto``).
-    The engine route a family prefers by default becomes :data:`_HOST_EXACT` where
-    OpenCV's resize gives the same pixels (:func:`pipeline.resize_match.opencv_matches_engine`)."""
+    """How frames of (width, height) ``src_wh`` may reach the model (``model_hw()``: its input
+    (height, width), asked only when needed): one route, or ``["host", "engine"]`` to measure
+    both (``resize: auto``).  The engine route a family prefers by default becomes
+    :data:`_HOST_EXACT` where the host gives the same pixels
+    (:func:`pipeline.resize_match.opencv_matches_engine`)."""
     own_sampling = type(adapter).prepare_input is not DetectorAdapter.prepare_input
     mode = params.resize or adapter.resize_preference
     if params.engine != "openvino":  # only OpenVINO resizes inside the model
@@ -247,7 +248,11 @@ def _static_hw(adapter: DetectorAdapter) -> tuple[int, int] | None:
     return tuple(hw) if hw is not None and min(hw) > 0 else None  # type: ignore[return-value]
 
 
-def _host_prepare(adapter: DetectorAdapter, kind: str) -> Callable[[Frame, tuple[int, int]], tuple[np.ndarray, Letterbox]]:
+#: host-side input preparation: (frame, model input (height, width)) -> (uint8 input, its letterbox)
+Prepare = Callable[[Frame, tuple[int, int]], tuple[np.ndarray, Letterbox]]
+
+
+def _host_prepare(adapter: DetectorAdapter, kind: str) -> Prepare:
     """The host-side input preparation of route ``kind`` ("host" or :data:`_HOST_EXACT`)."""
     if kind != _HOST_EXACT:
         return adapter.host_input
@@ -273,7 +278,7 @@ class _Route:
 
     model: LoadedModel
     pool: RequestPool
-    prepare: Callable[[Frame, tuple[int, int]], tuple[np.ndarray, Letterbox]]
+    prepare: Prepare
 
     def measure(self, frame: Frame, adapter: DetectorAdapter, repeats: int = 5) -> float:
         """Median milliseconds for prepare + infer + decode on ``frame``, counting the
