@@ -75,6 +75,10 @@ class ModelProbe:
     engine: str = "openvino"
     per_object: float = 1.0
 
+    @property
+    def on_cpu(self) -> bool:
+        return self.device.upper().split(".", 1)[0] == "CPU"
+
 
 def _cpu_flags() -> tuple[str, str]:
     model, flags = "", set()

@@ -81,7 +81,7 @@ def with_hint(config: dict[str, Any], hint: str | None) -> dict[str, Any]:
 def f32_probe(probe: ModelProbe) -> ModelProbe | None:
     """``probe`` compiled at f32, when the choice is the planner's to make: an OpenVINO model
     on the CPU whose ``config`` sets no precision, on a CPU whose default is not f32."""
-    if probe.engine != "openvino" or probe.device.upper().split(".", 1)[0] != "CPU":
+    if probe.engine != "openvino" or not probe.on_cpu:
         return None
     if sets_hint(probe.config):
         return None

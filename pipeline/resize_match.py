@@ -28,17 +28,18 @@ _LOW_BITS_X64 = ((np.arange(256) & 3) * 64).astype(np.uint8)
 
 
 def _factors(src_wh: tuple[int, int], out_wh: tuple[int, int]) -> tuple[int, int] | None:
+    """(kx, ky) when the sides shrink by odd whole factors (1 included) or both by 2, else None."""
     (sw, sh), (ow, oh) = src_wh, out_wh
     if ow <= 0 or oh <= 0 or sw % ow or sh % oh:
         return None
-    return sw // ow, sh // oh
+    k = (sw // ow, sh // oh)
+    return k if k == (2, 2) or (k[0] % 2 == 1 and k[1] % 2 == 1) else None
 
 
 def opencv_matches_engine(src_wh: tuple[int, int], out_wh: tuple[int, int]) -> bool:
     """True when :func:`resize_like_engine` can scale a (width, height) ``src_wh`` image to
     ``out_wh``: both sides shrink by odd whole factors (1 included), or both by 2."""
-    k = _factors(src_wh, out_wh)
-    return k is not None and (k == (2, 2) or (k[0] % 2 == 1 and k[1] % 2 == 1))
+    return _factors(src_wh, out_wh) is not None
 
 
 def resize_like_engine(image: np.ndarray, out_wh: tuple[int, int]) -> np.ndarray:
@@ -47,7 +48,7 @@ def resize_like_engine(image: np.ndarray, out_wh: tuple[int, int]) -> np.ndarray
     :func:`opencv_matches_engine` is False."""
     src_wh = (image.shape[1], image.shape[0])
     k = _factors(src_wh, out_wh)
-    if not opencv_matches_engine(src_wh, out_wh) or k is None:
+    if k is None:
         raise ValueError(f"cannot scale {src_wh[0]}x{src_wh[1]} to {out_wh[0]}x{out_wh[1]} like OpenVINO on the "
                          "host; valid: odd whole factors on both sides, or 2 on both")
     if k != (2, 2):

@@ -160,7 +160,7 @@ def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: b
             continue
         try:
             probe = st.planning_probe(src_wh)
-            if probe is None or not _on_cpu(probe.device):
+            if probe is None or not probe.on_cpu:
                 continue
             probe, entry, origin, precision = choose_precision(probe, lambda p: model_cost(p, cache, measure_model))
             key = model_key(probe)
@@ -265,10 +265,6 @@ def _with_cost(info: InferInfo, measured: _Measured, pipeline: str, cache: CostC
         per_frame = objects * probe.per_object
     return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None,
                    per_object=probe.per_object, precision=precision)
-
-
-def _on_cpu(device: str) -> bool:
-    return device.upper().split(".", 1)[0] == "CPU"
 
 
 def plan_overrides(plan: ThreadPlan, graph: Any,

@@ -100,8 +100,7 @@ class Detect(InferStage):
         if route is not None:
             return route
         size = self.adapter.input_size(src_wh) if hasattr(self.adapter, "input_size") else None
-        candidates = _route_candidates(self.params, self.adapter, src_wh,
-                                       lambda: size or _static_hw(self.adapter) or self._load(None).input_hw)
+        candidates = _route_candidates(self.params, self.adapter, src_wh, lambda: self._model_hw(size))
         routes = {name: self._make_route(name, size, src_wh) for name in candidates}
         if len(routes) == 1:
             chosen, timings = candidates[0], {}
@@ -119,12 +118,16 @@ class Detect(InferStage):
         self.depth = route.pool.size
         return route
 
+    def _model_hw(self, size: tuple[int, int] | None) -> tuple[int, int]:
+        """The model's input (height, width) for frames the adapter sizes as ``size``."""
+        return size or _static_hw(self.adapter) or self._load(None).input_hw
+
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
         if kind != "engine":
             model = self._load(size)
             return _Route(model, model.create_pool(self.params.requests, self.priority),
                           _host_prepare(self.adapter, kind))
-        box = _letterbox(self.adapter, src_wh, size or self._load(None).input_hw)
+        box = _letterbox(self.adapter, src_wh, self._model_hw(size))
         model = self._load(size, **_engine_resize(self.adapter, src_wh, box))
         return _Route(model, model.create_pool(self.params.requests, self.priority),
                       lambda frame, hw: (frame.image(), box))
@@ -151,8 +154,9 @@ class Detect(InferStage):
         hw = adapter.input_size(src_wh) if hasattr(adapter, "input_size") else input_hw
         kind = _route_candidates(self.params, adapter, src_wh, lambda: hw)[0]
         prepare_input = _host_prepare(adapter, kind)
-        # the exact host route reads the full-size frame the decoder thread converts
-        image = frame.image() if kind == _HOST_EXACT else frame._image if frame.av_frame is None else None
+        # the exact host route reads the full-size frame the decoder thread converts; the
+        # plain host route scales the decoder's planes (or the image of a frame without them)
+        image = frame.image() if kind == _HOST_EXACT or frame.av_frame is None else None
 
         def prepare() -> Any:
             # a fresh frame each time: frames cache their scaled copies
