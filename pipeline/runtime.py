@@ -170,7 +170,7 @@ class GraphExecutor:
                 if self.tracer is not None:
                     self._lane_of[(name, frame.seq)] = (self._lanes[name].take(), self.tracer.now())
                 outs = stage.poll()
-                while stage.in_flight > stage.depth:
+                while stage.over_depth():
                     outs.extend(stage.pop_oldest())
             else:
                 out = stage.process(frame)

@@ -131,9 +131,12 @@ class InferStage(Stage):
 
     Callers use :meth:`submit`, then :meth:`poll` (finished frames, never blocks),
     :meth:`pop_oldest` (waits for the oldest frame) or :meth:`drain` (waits for all).
-    Frames leave in the order they were submitted.  ``depth`` is how many frames the
-    runtime keeps in flight per camera (it calls :meth:`pop_oldest` while
-    :attr:`in_flight` exceeds it); stages set it from their request pools.
+    Frames leave in the order they were submitted.  ``depth`` is how many frames with
+    inference the runtime keeps in flight per camera (it calls :meth:`pop_oldest` while
+    :attr:`working` exceeds it, or :attr:`in_flight` exceeds :attr:`max_in_flight`);
+    stages set it from their request pools.  Frames passing without inference wait
+    behind them for their turn without taking a place, so that detection on every Nth
+    frame overlaps the region models of the frames before it.
     :meth:`process` is the synchronous form (submit, then drain).  One instance
     serves one camera and is called from one thread.
     """
@@ -141,6 +144,7 @@ class InferStage(Stage):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: deque[tuple[Frame, Any]] = deque()
+        self._working = 0  # entries of _pending whose ticket has inference (has_work)
         self._reconfigure: dict[str, Any] | None = None
         #: inferences started (a detector: one per frame it runs on; a region model: one per object)
         self.inferences = 0
@@ -193,6 +197,11 @@ class InferStage(Stage):
         """False lets the frame pass without inference (interval, gating)."""
         return True
 
+    def has_work(self, ticket: Any) -> bool:
+        """Whether ``ticket`` (from :meth:`start`) has inference in flight; a region model's
+        ticket on a frame whose objects all keep earlier results has none."""
+        return ticket is not None
+
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
         """Start work on ``frame`` (opens the stage on first use); collect it with poll/pop_oldest/drain."""
@@ -201,6 +210,8 @@ class InferStage(Stage):
             self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None
         self._pending.append((frame, ticket))
+        if self.has_work(ticket):
+            self._working += 1
 
     def poll(self) -> list[Frame]:
         """Frames whose work has finished, in submission order; never blocks."""
@@ -209,7 +220,7 @@ class InferStage(Stage):
             frame, ticket = self._pending[0]
             if ticket is not None and not self.is_done(ticket):
                 break
-            self._pending.popleft()
+            self._popleft()
             done = self.complete(frame, ticket) if ticket is not None else frame
             if done is not None:
                 out.append(done)
@@ -219,9 +230,15 @@ class InferStage(Stage):
         """Wait for the oldest frame in flight and return it (or [] if dropped)."""
         if not self._pending:
             return []
-        frame, ticket = self._pending.popleft()
+        frame, ticket = self._popleft()
         done = self.complete(frame, ticket) if ticket is not None else frame
         return [] if done is None else [done]
+
+    def _popleft(self) -> tuple[Frame, Any]:
+        frame, ticket = self._pending.popleft()
+        if self.has_work(ticket):
+            self._working -= 1
+        return frame, ticket
 
     def drain(self) -> list[Frame]:
         """Wait for every frame in flight; return them in order."""
@@ -235,8 +252,20 @@ class InferStage(Stage):
         """Frames submitted and not yet returned."""
         return len(self._pending)
 
-    #: frames the runtime keeps in flight per camera (stages set it from their request pools)
+    @property
+    def working(self) -> int:
+        """Frames submitted and not yet returned that have inference (see :meth:`has_work`)."""
+        return self._working
+
+    def over_depth(self) -> bool:
+        """Whether the runtime must wait for the oldest frame before it submits another."""
+        return self._working > self.depth or len(self._pending) > self.max_in_flight
+
+    #: frames with inference the runtime keeps in flight per camera (stages set it from
+    #: their request pools)
     depth: int = 2
+    #: frames in flight per camera with or without inference (each holds its pixels)
+    max_in_flight: int = 12
 
     def process(self, frame: Frame) -> Frame | None:
         self.submit(frame)

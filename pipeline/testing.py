@@ -68,13 +68,15 @@ class CollectSink(Stage):
 
 class SleepInfer(InferStage):
     """Pretends to infer: each frame takes ``ms`` on a worker thread (releases the GIL),
-    then gets one detection labelled ``label``.  ``skip_every`` lets frames pass without work."""
+    then gets one detection labelled ``label``.  ``skip_every`` lets every k-th frame pass
+    without work; ``every`` N works on frames 0, N, 2N, ... only (as ``detect.every``)."""
 
     class Params(Params):
         ms: float = Field(5.0, ge=0)
         requests: int = Field(2, ge=0)
         label: str = "thing"
         skip_every: int = Field(0, ge=0)
+        every: int = Field(1, ge=1)
 
     params: Params
 
@@ -90,6 +92,8 @@ class SleepInfer(InferStage):
 
     def wants(self, frame: Frame) -> bool:
         self._n += 1
+        if self.params.every > 1:
+            return (self._n - 1) % self.params.every == 0
         return not (self.params.skip_every and self._n % self.params.skip_every == 0)
 
     def _work(self, seq: int) -> Detections:

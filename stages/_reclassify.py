@@ -28,8 +28,10 @@ def reclassified_share(every: int) -> float:
 
 class ReclassifyCache:
     """Per (source, track id): the frame of the latest scheduled run and the latest result
-    with the object's box at that run.  ``every`` N >= 2: run again N frames after the last run;
-    0: run once per track."""
+    with the object's box at that run.  ``every`` N >= 2: run again N frames after the last run,
+    except that a track's second run comes ``track_id % N`` frames early, so that objects
+    found together (and the detector, which runs on the same frames) spread their
+    inferences over the N frames instead of all landing on one; 0: run once per track."""
 
     def __init__(self, every: int) -> None:
         if every == 1 or every < 0:
@@ -44,7 +46,7 @@ class ReclassifyCache:
         last = self._scheduled.get(key)
         if last is not None and (self.every == 0 or seq - last < self.every):
             return False
-        self._scheduled[key] = seq
+        self._scheduled[key] = seq if last is not None or self.every == 0 else seq - track_id % self.every
         return True
 
     def store(self, source: str, track_id: int, result: Any, box: np.ndarray) -> None:

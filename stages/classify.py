@@ -116,6 +116,9 @@ class Classify(InferStage):
     def is_done(self, ticket: Any) -> bool:
         return all(job is None or self.pool.is_done(job) for _, job in ticket)
 
+    def has_work(self, ticket: Any) -> bool:
+        return ticket is not None and any(job is not None for _, job in ticket)
+
     def complete(self, frame: Frame, ticket: Any) -> Frame:
         dets = frame.detections
         for i, job in ticket:

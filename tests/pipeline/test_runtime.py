@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipeline.config import parse_config
@@ -85,6 +86,61 @@ def test_frames_without_inference_still_leave_in_order(tmp_path: Path) -> None:
     assert [f.seq for f in frames] == list(range(30))
     labelled = [len(f.detections) for f in frames]
     assert labelled.count(0) == 10 and labelled.count(1) == 20
+
+
+def test_frames_without_inference_take_no_place_in_flight() -> None:
+    from pipeline.frame import Frame
+    from pipeline.testing import SleepInfer
+
+    stage = SleepInfer(name="infer", ms=1, requests=1, every=4)
+    frames = [Frame.from_image(np.zeros((4, 4, 3), np.uint8), "cam", seq) for seq in range(9)]
+    with stage:
+        for f in frames[:4]:  # one frame with inference, three passing by
+            stage.submit(f)
+        assert (stage.in_flight, stage.working, stage.over_depth()) == (4, 1, False)
+        stage.submit(frames[4])  # a second frame with inference exceeds the depth of 1
+        assert (stage.working, stage.over_depth()) == (2, True)
+        assert [f.seq for f in stage.pop_oldest()] == [0]
+        assert stage.working == 1 and not stage.over_depth()
+        for f in frames[5:]:
+            stage.submit(f)
+        assert [f.seq for f in stage.drain()] == list(range(1, 9))
+        assert stage.working == 0
+
+
+def test_detection_every_nth_frame_overlaps_the_region_model_of_earlier_frames(tmp_path: Path) -> None:
+    # "a" runs on every 3rd frame, "b" on the same frames and longer: while b works on frame
+    # k, frames k+1 and k+2 wait behind it without taking a place, so a starts frame k+3.
+    text = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 30}}
+      - {name: a, type: "pipeline.testing:SleepInfer", params: {ms: 10, requests: 1, every: 3, label: a}}
+      - {name: b, type: "pipeline.testing:SleepInfer", params: {ms: 25, requests: 1, every: 3, label: b}}
+      - {name: sink, type: "pipeline.testing:CollectSink"}
+"""
+    from pipeline import runtime
+
+    seen = {}
+    orig = runtime._Camera.open
+
+    def spy(cam):
+        orig(cam)
+        seen.update(cam.stages)
+
+    runtime._Camera.open = spy
+    try:
+        summary, out = _run(text, tmp_path)
+    finally:
+        runtime._Camera.open = orig
+    assert summary.error is None
+    assert [f.seq for f in out["cam"]] == list(range(30))
+    a = {seq: (s, e) for seq, s, e in seen["a"].intervals}
+    b = {seq: (s, e) for seq, s, e in seen["b"].intervals}
+    assert sorted(a) == sorted(b) == list(range(0, 30, 3))
+    overlapped = [k for k in b if k + 3 in a and a[k + 3][0] < b[k][1]]
+    assert len(overlapped) >= 7, overlapped
 
 
 def test_several_sources_run_concurrently_with_own_results(tmp_path: Path) -> None:

@@ -19,17 +19,18 @@ from stages.track import Track
 
 @register("test_mean_colour")
 class MeanColour(RoiAdapter):
-    """attributes["mean"]: the crop's mean (R, G, B); ``runs`` counts decoded crops."""
+    """attributes["mean"]: the crop's mean (R, G, B); ``runs`` lists (frame, track id) of decoded crops."""
 
     input_spec: ClassVar[InputSpec] = InputSpec(host_color="BGR", model_color="RGB")
-    runs: ClassVar[list[int]] = []
+    runs: ClassVar[list[tuple[int, int]]] = []
 
     def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
         x1, y1, x2, y2 = (int(v) for v in dets.xyxy[i])
         crop = np.ascontiguousarray(frame.image()[y1:y2, x1:x2])
         import cv2
 
-        return cv2.resize(crop, (input_hw[1], input_hw[0]), interpolation=cv2.INTER_AREA), frame.seq
+        return (cv2.resize(crop, (input_hw[1], input_hw[0]), interpolation=cv2.INTER_AREA),
+                (frame.seq, int(dets.track_id[i])))
 
     def decode(self, outputs: list[np.ndarray], context: Any) -> tuple[float, ...]:
         MeanColour.runs.append(context)
@@ -67,9 +68,13 @@ def frames(n: int) -> list[Frame]:
     return out
 
 
-@pytest.mark.parametrize("every, runs_of_first", [(1, list(range(1, 10))), (3, [1, 4, 7]), (0, [1])])
+# Track ids 1 and 2 from frame 1 on; with N = 3 a track's second run comes id % 3 frames early,
+# so that the two objects' runs fall on different frames.
+@pytest.mark.parametrize("every, runs", [(1, {1: list(range(1, 10)), 2: list(range(1, 10))}),
+                                         (3, {1: [1, 3, 6, 9], 2: [1, 2, 5, 8]}),
+                                         (0, {1: [1], 2: [1]})])
 def test_reclassify_runs_every_n_frames_and_objects_keep_their_last_attributes(
-        mean_model: Path, every: int, runs_of_first: list[int]) -> None:
+        mean_model: Path, every: int, runs: dict[int, list[int]]) -> None:
     MeanColour.runs.clear()
     seen: list[tuple[int, int, float]] = []
     with Track() as track, Classify(model=str(mean_model), decoder="test_mean_colour", on=["box"],
@@ -82,14 +87,14 @@ def test_reclassify_runs_every_n_frames_and_objects_keep_their_last_attributes(
         for done in cls.drain():
             seen += [(done.seq, int(t), a["mean"][0]) for t, a in
                      zip(done.detections.track_id, done.detections.attributes) if "mean" in a]
-    # frame 0: no ids yet (min_hits 2), the model runs on both objects; from frame 1 on, ids 1 and 2
-    assert MeanColour.runs.count(0) == 2
-    first = [s for s in MeanColour.runs if s > 0][::2] if every == 1 else sorted(set(MeanColour.runs) - {0})
-    assert first == runs_of_first
+    # frame 0: no ids yet (min_hits 2), the model runs on both objects
+    assert sorted(MeanColour.runs[:2]) == [(0, -1), (0, -1)]
+    for tid, expected in runs.items():
+        assert sorted(seq for seq, t in MeanColour.runs if t == tid) == expected
     red = {seq: value for seq, tid, value in seen if tid == 1}
     assert sorted(red) == list(range(1, 10))  # every frame has the attribute
     for seq, value in red.items():  # the value of the latest run at or before seq
-        ran = max(r for r in runs_of_first if r <= seq)
+        ran = max(r for r in runs[1] if r <= seq)
         assert value == pytest.approx(10 * ran, abs=1.0)
 
 
