@@ -268,7 +268,7 @@ class Engine:
         info_inputs = image_info_inputs(model)
         if len(model.inputs) != 1 + len(info_inputs):
             raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1 "
-                              "(or an image and its size, [1, 3])")
+                              "(beside it, at most image-size inputs of [1, 2] or [1, 3])")
         metadata = _onnx_metadata(model)
         inp = next(i for i in model.inputs if i not in info_inputs)
         pshape = inp.get_partial_shape()

@@ -89,7 +89,7 @@ class Ssd(ModelDetector):
             keep = np.flatnonzero(scores > self.threshold)
             return self.finish(np.asarray(corners[keep], np.float32) * scale, np.asarray(scores[keep], np.float32),
                                np.rint(classes[keep]).astype(np.int64), input_hw)
-        table = outputs[self.layout_used.output].reshape(-1, 7)
+        table = outputs[used.output].reshape(-1, 7)
         ended = np.flatnonzero(table[:, 0] < 0)
         table = table[: ended[0]] if len(ended) else table
         keep = np.flatnonzero(table[:, 2] > self.threshold)
