@@ -6,9 +6,11 @@ Every second (after a warm-up) the check reads, over the run so far:
 * per camera, the share of time its decoder waited on a full frame queue (the stages
   after it are behind) and its worker waited on an empty one (decoding is behind);
 * the CPU time of every camera's reader, decoder and worker thread
-  (``/proc/self/task``), hence the observed decode and host cost per frame; the rest
-  of the process's CPU time is inference, split between the models by their planned
-  shares, and the inferences each model ran per frame (region models: objects).
+  (``/proc/self/task``), and of FFmpeg's frame-decoding threads (``av:<codec>:df<n>``,
+  shared out between the cameras by the frames each decoded), hence the observed
+  decode and host cost per frame; the rest of the process's CPU time is inference,
+  split between the models by their planned shares, and the inferences each model ran
+  per frame (region models: objects).
 
 From those costs it makes the plan again (:func:`pipeline.planner.plan_threads`).  When
 the cores are under-used (< ``UNDERUSED`` of them) while one side waits on the other
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -34,7 +37,8 @@ from typing import Any
 from .costs import CostCache, check_key, decode_key, objects_key
 from .planner import ThreadPlan, plan_threads
 
-__all__ = ["PlanCheck", "Snapshot", "UNDERUSED", "WAITING", "thread_cpu_s", "machine_busy_s"]
+__all__ = ["PlanCheck", "Snapshot", "UNDERUSED", "WAITING", "thread_cpu_s", "machine_busy_s",
+           "ffmpeg_decoder_threads"]
 
 log = logging.getLogger("vapipe.plan")
 
@@ -58,6 +62,29 @@ def thread_cpu_s(native_id: int) -> float | None:
         return None
 
 
+def ffmpeg_decoder_threads() -> list[int]:
+    """Native ids of this process's FFmpeg frame-decoding threads: libavcodec names them
+    ``av:<codec>:df<n>`` (a decoder with ``threads`` > 1 decodes on them, not on the
+    thread that calls it)."""
+    found = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
+                name = fh.read().strip()
+        except OSError:
+            continue
+        if _FFMPEG_DECODER.match(name):
+            found.append(int(tid))
+    return found
+
+
+_FFMPEG_DECODER = re.compile(r"^av:[^:]*:df\d+$")
+
+
 def machine_busy_s() -> float | None:
     """CPU seconds all processes of the machine have used since boot (from ``/proc/stat``)."""
     try:
@@ -79,13 +106,16 @@ class Snapshot:
     machine: float | None
     threads: dict[int, float]
     cams: list[dict[str, Any]]
+    #: which of ``threads`` are FFmpeg's frame-decoding threads
+    codec: frozenset[int] = frozenset()
 
 
 def take_snapshot(check: "PlanCheck") -> Snapshot:
-    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
+    codec = ffmpeg_decoder_threads()
+    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids() + codec}
     return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
                     {tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
-                    [c.counters() for c in check.cameras])
+                    [c.counters() for c in check.cameras], frozenset(codec))
 
 
 class PlanCheck:
@@ -142,7 +172,9 @@ class PlanCheck:
         def used(tids: Any) -> float:  # CPU seconds of threads alive at both ends of the window
             return sum(snap.threads[t] - base.threads[t] for t in tids if t in snap.threads and t in base.threads)
 
-        python_cpu = used(snap.threads)
+        python_cpu = used(snap.threads)  # the camera threads, this one and FFmpeg's decoding threads
+        codec_cpu = used(snap.codec & base.codec)
+        all_decoded = sum(n["decoded"] - t["decoded"] for n, t in zip(snap.cams, base.cams))
         decode_ms: list[float] = []
         host_cpu = 0.0
         behind = starving = 0.0
@@ -154,7 +186,8 @@ class PlanCheck:
             processed += d_out
             readers = cam.thread_ids("read", "decode")
             alive = all(t in snap.threads and t in base.threads for t in readers)
-            decode_ms.append(1000.0 * used(readers) / d_dec if d_dec and alive else float("nan"))
+            codec_share = codec_cpu * d_dec / all_decoded if all_decoded else 0.0
+            decode_ms.append(1000.0 * (used(readers) + codec_share) / d_dec if d_dec and alive else float("nan"))
             host_cpu += used(cam.thread_ids("work"))
             behind = max(behind, (now_c["put_wait_s"] - then_c["put_wait_s"]) / wall)
             if not cam.paced:

@@ -108,6 +108,37 @@ def test_decoders_behind_with_idle_cores_is_reported_too() -> None:
     assert "workers waited for decoded frames 70% of the time" in check.result["status"]
 
 
+def test_ffmpeg_decoding_threads_count_as_decoding_not_inference() -> None:
+    """A decoder with frame threads: the decoder thread itself used 0.3 s, FFmpeg's two
+    decoding threads 2.7 s; both count as decoding, and inference keeps only the rest."""
+    check, _ = _check(ms=20.0, replan=False)
+    base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0, 201: 0.0, 202: 0.0},
+                    [_counters(0, 0, 0.0, 0.0, 0)], frozenset({201, 202}))
+    snap = Snapshot(10.0, 14.0, 14.0, {101: 0.2, 102: 0.1, 103: 1.0, 201: 1.4, 202: 1.3},
+                    [_counters(510, 500, 8.0, 0.1, 500)], frozenset({201, 202, 203}))  # 203: started since
+    check.evaluate(base, snap)
+    assert check.observed["decode_ms"][0] == pytest.approx(3000 / 510, rel=0.01)
+    # 14 s of CPU less 4 s of these threads, over 500 inferences
+    assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)
+
+
+def test_ffmpeg_decoding_threads_are_found_by_name(tmp_path: Path) -> None:
+    import av
+
+    from tests.media import CLIP, write_clip
+
+    path = write_clip(tmp_path / "clip.mp4", CLIP)
+    seen: set[int] = set()
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type, stream.thread_count = "FRAME", 2
+        for _ in container.decode(stream):
+            seen.update(plan_check.ffmpeg_decoder_threads())
+    assert len(seen) >= 1
+    assert threading.get_native_id() not in seen
+    assert all(t != threading.get_native_id() for t in plan_check.ffmpeg_decoder_threads())
+
+
 def test_a_replan_mid_run_loses_no_frame_and_changes_no_result(videos_dir: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Every camera's detector is recompiled mid-run: frames in flight finish on the old
