@@ -52,33 +52,36 @@ SAMPLE_EVERY_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def thread_cpu_s(native_id: int) -> float | None:
-    """CPU seconds (user + system) of one thread of this process, or None if unknown."""
+def _thread_stat(native_id: int | str) -> tuple[str, float] | None:
+    """(name, CPU seconds (user + system)) of one thread of this process, or None if unknown."""
     try:
-        with open(f"/proc/self/task/{native_id}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
+        with open(f"/proc/self/task/{native_id}/stat", encoding="utf-8", errors="replace") as fh:
+            head, tail = fh.read().rsplit(")", 1)
+        fields = tail.split()
+        return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / _TICK
     except (OSError, IndexError, ValueError):
         return None
 
 
-def ffmpeg_decoder_threads() -> list[int]:
-    """Native ids of this process's FFmpeg frame-decoding threads: libavcodec names them
-    ``av:<codec>:df<n>`` (a decoder with ``threads`` > 1 decodes on them, not on the
-    thread that calls it)."""
-    found = []
+def thread_cpu_s(native_id: int) -> float | None:
+    """CPU seconds (user + system) of one thread of this process, or None if unknown."""
+    stat = _thread_stat(native_id)
+    return None if stat is None else stat[1]
+
+
+def ffmpeg_decoder_threads() -> dict[int, float]:
+    """This process's FFmpeg frame-decoding threads (native id: CPU seconds): libavcodec
+    names them ``av:<codec>:df<n>`` (a decoder with ``threads`` > 1 decodes on them, not
+    on the thread that calls it)."""
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
-        return []
+        return {}
+    found = {}
     for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
-                name = fh.read().strip()
-        except OSError:
-            continue
-        if _FFMPEG_DECODER.match(name):
-            found.append(int(tid))
+        stat = _thread_stat(tid)
+        if stat is not None and _FFMPEG_DECODER.match(stat[0]):
+            found[int(tid)] = stat[1]
     return found
 
 
@@ -112,9 +115,10 @@ class Snapshot:
 
 def take_snapshot(check: "PlanCheck") -> Snapshot:
     codec = ffmpeg_decoder_threads()
-    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids() + codec}
+    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
     return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
-                    {tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
+                    {**{tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
+                     **codec},
                     [c.counters() for c in check.cameras], frozenset(codec))
 
 

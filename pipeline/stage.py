@@ -143,8 +143,8 @@ class InferStage(Stage):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: deque[tuple[Frame, Any]] = deque()
-        self._working = 0  # entries of _pending whose ticket has inference (has_work)
+        self._pending: deque[tuple[Frame, Any, bool]] = deque()  # frame, ticket, has_work(ticket)
+        self._working = 0  # entries of _pending with inference
         self._reconfigure: dict[str, Any] | None = None
         #: inferences started (a detector: one per frame it runs on; a region model: one per object)
         self.inferences = 0
@@ -209,15 +209,15 @@ class InferStage(Stage):
         if self._reconfigure is not None:
             self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None
-        self._pending.append((frame, ticket))
-        if self.has_work(ticket):
-            self._working += 1
+        works = self.has_work(ticket)
+        self._pending.append((frame, ticket, works))
+        self._working += works
 
     def poll(self) -> list[Frame]:
         """Frames whose work has finished, in submission order; never blocks."""
         out: list[Frame] = []
         while self._pending:
-            frame, ticket = self._pending[0]
+            frame, ticket, _ = self._pending[0]
             if ticket is not None and not self.is_done(ticket):
                 break
             self._popleft()
@@ -235,9 +235,8 @@ class InferStage(Stage):
         return [] if done is None else [done]
 
     def _popleft(self) -> tuple[Frame, Any]:
-        frame, ticket = self._pending.popleft()
-        if self.has_work(ticket):
-            self._working -= 1
+        frame, ticket, works = self._pending.popleft()
+        self._working -= works
         return frame, ticket
 
     def drain(self) -> list[Frame]:
