@@ -79,8 +79,9 @@ class Track(Stage):
                                      "the source's frame rate, 25 if unknown); overrides lost_frames")
         duplicate_iou: float = Field(0.7, gt=0, le=1, description="an unmatched detection overlapping a matched "
                                      "one by this IoU is a duplicate and starts no track (1: off)")
-        per_class: bool = Field(True, description="a track only matches detections of its own label; false: "
-                                "class-agnostic (the label follows the latest detection)")
+        per_class: bool = Field(False, description="true: a track only matches detections of its own label; "
+                                "false: detections of any label, its own preferred (the track's label follows "
+                                "the latest detection)")
         labels: list[str] | None = Field(None, description="track only these labels; others pass untracked")
         unmatched: Literal["keep", "drop"] = Field("keep", description="detections of no confirmed track: kept "
                                                    "with track_id null, or dropped")

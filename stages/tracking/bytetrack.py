@@ -20,8 +20,14 @@ Per detection frame (:meth:`ByteTracker.update`):
 
 Between detection frames (:meth:`ByteTracker.predict`) the tracked boxes move
 on by the filter's prediction; on frames where nothing moved (``still``) they
-stay where they are and lost tracks do not age.  With ``per_class`` a track
-only matches detections of its own label.  Everything is deterministic.
+stay where they are and lost tracks do not age.
+
+Tracks match detections of any label (a detector's label often flickers between car
+and truck, or car and phone, on one object), with the track's own label preferred:
+another label's box counts as overlapping by :data:`LABEL_CHANGE_COST` less IoU, so a
+track takes it only when no box of its own label overlaps about as much.  With
+``per_class`` a track only matches detections of its own label.  Everything is
+deterministic.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ __all__ = ["TrackerConfig", "ByteTracker", "TrackedBox"]
 TRACKED, LOST, NEW = 0, 1, 2
 #: at most this many prediction steps are applied for one gap in the frame sequence
 MAX_STEPS = 300
+#: IoU a class-agnostic match gives up when the detection's label is not the track's
+LABEL_CHANGE_COST = 0.1
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class TrackerConfig:
     low_match_iou: float = 0.5
     min_hits: int = 2
     lost_frames: int = 30
-    per_class: bool = True
+    per_class: bool = False
     duplicate_iou: float = 0.7
 
 
@@ -213,11 +221,12 @@ class ByteTracker:
             return np.zeros((0, 2), np.int64), np.arange(len(tracks)), np.arange(len(dets))
         t = self.tracks
         iou = iou_matrix(state_to_xyxy(t.mean[tracks]), boxes[dets])
+        same = np.array([[t.labels[i] == labels[j] for j in dets] for i in tracks], bool).reshape(iou.shape)
         if self.config.per_class:
-            same = np.array([[t.labels[i] == labels[j] for j in dets] for i in tracks], bool)
             iou = np.where(same, iou, 0.0)
-        cost = 1.0 - iou
-        cost[iou < min_iou] = np.inf
+        overlap = iou - np.where(same, 0.0, LABEL_CHANGE_COST)  # another label's box counts as less overlap
+        cost = 1.0 - overlap
+        cost[overlap < min_iou] = np.inf
         return match(cost, 1.0 - min_iou + 1e-9)
 
     def _correct(self, det_track: np.ndarray, boxes: np.ndarray, scores: np.ndarray, labels: list[str],

@@ -92,6 +92,26 @@ def test_per_class_tracks_never_take_another_labels_detection() -> None:
         assert got == want, per_class
 
 
+def test_by_default_a_track_follows_its_object_through_a_label_flicker() -> None:
+    labels = ["car", "car", "cell phone", "car", "truck", "truck", "car"]
+    with Track() as t:
+        ids = [t(frame(s, [moving(s)], [label])).detections.track_id.tolist() for s, label in enumerate(labels)]
+    assert ids == [[-1], [1], [1], [1], [1], [1], [1]]
+
+
+def test_a_box_of_the_tracks_own_label_is_preferred_to_a_slightly_closer_one() -> None:
+    # a standing person's track; then a bicycle box right on it and a person box 1 px off (IoU 0.95)
+    with Track() as t:
+        for s in range(3):
+            t(frame(s, [moving(s, speed=0)], ["person"]))
+        x = moving(3, speed=0)
+        got = t(frame(3, [x, [x[0] + 1, x[1], x[2] + 1, x[3]]], ["bicycle", "person"]))
+    assert got.detections.label.tolist() == ["bicycle", "person"]
+    assert got.detections.track_id.tolist() == [-1, 1]
+    # without the preference the bicycle box, which overlaps the prediction most, would take the id
+    assert t.params.per_class is False
+
+
 def test_weak_detections_continue_tracks_but_never_start_them() -> None:
     with Track() as t:
         ids = [t(frame(s, [moving(s), moving(s, x0=200)], scores=[0.9, 0.3])).detections.track_id.tolist()
