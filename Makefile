@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VAPIPE := $(VENV)/bin/vapipe
 DEMO_OUT ?= demo-output
 
-.PHONY: demo test bench peers soak setup clean
+.PHONY: demo test bench peers ultralytics soak setup clean
 
 # openvino-model-api (OpenVINO's model_api) is the reference the detector tests compare with; it
 # requires opencv-python-headless, a second cv2 over opencv-python, so it is installed without its
@@ -51,6 +51,18 @@ bench: $(VENV)/.installed
 	-$(MAKE) --no-print-directory peers
 	VAPIPE_PEERS_PYTHON=$(abspath $(PEERS_VENV))/bin/python $(PY) -m bench.suite --out bench-output $(BENCH_ARGS)
 
+# The yolo decoders against Ultralytics' own exports and predictor (tests/stages/
+# test_ultralytics_exports.py; skipped without this venv).  Ultralytics needs PyTorch (from
+# PyPI with its CUDA libraries, about 3 GB): in a venv of its own, only for this check.
+ULTRALYTICS_VENV ?= .venv-ultralytics
+$(ULTRALYTICS_VENV)/.installed:
+	$(PYTHON) -m venv $(ULTRALYTICS_VENV)
+	$(ULTRALYTICS_VENV)/bin/pip install --quiet ultralytics openvino onnx onnxslim onnxruntime
+	touch $@
+
+ultralytics: $(ULTRALYTICS_VENV)/.installed $(VENV)/.installed
+	$(PY) -m pytest tests/stages/test_ultralytics_exports.py
+
 # 4 cameras (2 RTSP from tests/live/rtsp_server.py, 2 looping files) for SOAK_MINUTES, one RTSP
 # camera dropped every minute; prints RSS, its slope, threads, frames and drops per camera.
 SOAK_MINUTES ?= 10
@@ -58,4 +70,4 @@ soak: $(VENV)/.installed
 	$(PY) -m tests.live.soak --minutes $(SOAK_MINUTES)
 
 clean:
-	rm -rf $(VENV) $(PEERS_VENV) $(DEMO_OUT) output
+	rm -rf $(VENV) $(PEERS_VENV) $(ULTRALYTICS_VENV) $(DEMO_OUT) output
