@@ -63,10 +63,10 @@ def test_default_engine_resize_runs_on_the_host_where_opencv_gives_the_same_pixe
             assert np.array_equal(ours.xyxy, engine.xyxy) and np.array_equal(ours.score, engine.score), size
 
 
-def test_the_planner_times_the_model_as_the_route_feeds_it(models_dir: Path) -> None:
+def test_the_planner_times_the_model_as_the_route_feeds_it(shared_models_dir: Path) -> None:
     """The engine route's model takes full-size frames and scales them inside: its cost is
     measured that way; where the host scales, the model takes its own input size."""
-    det = Detect(model=str(models_dir / "yolo" / "yolo11n_int8_openvino_model"))
+    det = Detect(model=str(shared_models_dir / "yolo" / "yolo11n_int8_openvino_model"))
     engine = det.planning_probe((1024, 576)).spec
     assert (engine.resize_from, engine.inner, engine.pad_top_left) == ((576, 1024), (360, 640), (140, 0))
     assert det.planning_probe((1920, 1080)).spec.resize_from is None
