@@ -221,7 +221,8 @@ class ByteTracker:
             return np.zeros((0, 2), np.int64), np.arange(len(tracks)), np.arange(len(dets))
         t = self.tracks
         iou = iou_matrix(state_to_xyxy(t.mean[tracks]), boxes[dets])
-        same = np.array([[t.labels[i] == labels[j] for j in dets] for i in tracks], bool).reshape(iou.shape)
+        track_labels = np.array(t.labels, object)[tracks]
+        same = track_labels[:, None] == np.array(labels, object)[dets][None, :]
         if self.config.per_class:
             iou = np.where(same, iou, 0.0)
         overlap = iou - np.where(same, 0.0, LABEL_CHANGE_COST)  # another label's box counts as less overlap
