@@ -71,7 +71,10 @@ def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -
         assert len(r["rounds"]) == 1
         if mode != "infer-alone":
             assert r["frames_per_camera"] == [30], mode
-            assert 0 < r["cpu_util"] <= 1.05, mode
+            # a short window over-reads the process's CPU time: with two threads busy on two cores,
+            # 20 ms windows read up to 1.10 of the cores (getrusage and process_time alike), and
+            # the 0.1-0.3 s of 30 frames read 1.051 once while other tests shared the cores
+            assert 0 < r["cpu_util"] <= 1.10, mode
     for mode in ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned"):
         assert result["modes"][mode]["latency_p95_ms"] >= result["modes"][mode]["latency_p50_ms"] > 0
     assert set(result["ratios"]) == {"vapipe/naive", "vapipe/hand-tuned", "vapipe/vapipe-sync",
