@@ -53,7 +53,7 @@ bench: $(VENV)/.installed
 
 # The yolo decoders against Ultralytics' own exports and predictor (tests/stages/
 # test_ultralytics_exports.py; skipped without this venv).  Ultralytics needs PyTorch (from
-# PyPI with its CUDA libraries, about 3 GB): in a venv of its own, only for this check.
+# PyPI with its CUDA libraries: about 6 GB installed): in a venv of its own, only for this check.
 ULTRALYTICS_VENV ?= .venv-ultralytics
 $(ULTRALYTICS_VENV)/.installed:
 	$(PYTHON) -m venv $(ULTRALYTICS_VENV)
