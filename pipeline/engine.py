@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .image_info import fold_image_info, image_info_inputs
+from .image_info import ACCEPTED_INPUTS, fold_image_info, image_input
 from .ov_errors import ov_reason as _ov_reason
 from .request_pool import InferencePool, Job
 
@@ -265,12 +265,11 @@ class Engine:
                  config: dict[str, Any]) -> LoadedModel:
 
         model = self.read_model(path)
-        info_inputs = image_info_inputs(model)
-        if len(model.inputs) != 1 + len(info_inputs):
-            raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need exactly 1 "
-                              "(beside it, at most image-size inputs of [1, 2] or [1, 3])")
+        inp = image_input(model)
+        if inp is None:
+            raise EngineError(f"model {path} has {len(model.inputs)} inputs; vapipe image stages need "
+                              f"{ACCEPTED_INPUTS}")
         metadata = _onnx_metadata(model)
-        inp = next(i for i in model.inputs if i not in info_inputs)
         pshape = inp.get_partial_shape()
         if pshape.rank.get_length() != 4:
             raise EngineError(f"model {path} input has shape {pshape}; expected a 4-D image tensor")
@@ -292,7 +291,7 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
             raise EngineError(f"model {path} cannot take the input size this stage's decoder gives "
                               f"({shape}, {layout}): {_ov_reason(exc)}") from None
-        if info_inputs:
+        if len(model.inputs) > 1:  # image-size inputs beside the image
             fold_image_info(model, (h, w))
         model = with_preprocessing(model, spec, layout, (h, w))
         props: dict[str, Any] = {"PERFORMANCE_HINT": hint, **config}

@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["image_info_inputs", "fold_image_info"]
+__all__ = ["image_info_inputs", "image_input", "fold_image_info", "ACCEPTED_INPUTS"]
+
+#: the inputs a model of an image stage may have, for messages
+ACCEPTED_INPUTS = "exactly one 4-D image input (beside it, at most image-size inputs of [1, 2] or [1, 3])"
 
 
 def image_info_inputs(model: Any) -> list[Any]:
@@ -26,6 +29,14 @@ def image_info_inputs(model: Any) -> list[Any]:
            for i in extra):
         return extra
     return []
+
+
+def image_input(model: Any) -> Any | None:
+    """The model's one input besides its image-size inputs (the image, if the model is of
+    the accepted kind; the caller checks its shape), or None if there are more or none."""
+    sizes = image_info_inputs(model)
+    rest = [i for i in model.inputs if i not in sizes]
+    return rest[0] if len(rest) == 1 else None
 
 
 def fold_image_info(model: Any, input_hw: tuple[int, int]) -> Any:

@@ -50,6 +50,8 @@ WARMUP_S = 2.0
 MIN_WINDOW_S = 2.0
 SAMPLE_EVERY_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: the names libavcodec gives its frame-decoding threads
+_FFMPEG_DECODER = re.compile(r"^av:[^:]*:df\d+$")
 
 
 def _thread_stat(native_id: int | str) -> tuple[str, float] | None:
@@ -83,9 +85,6 @@ def ffmpeg_decoder_threads() -> dict[int, float]:
         if stat is not None and _FFMPEG_DECODER.match(stat[0]):
             found[int(tid)] = stat[1]
     return found
-
-
-_FFMPEG_DECODER = re.compile(r"^av:[^:]*:df\d+$")
 
 
 def machine_busy_s() -> float | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.image_info import image_info_inputs
+from pipeline.image_info import ACCEPTED_INPUTS, image_input
 
 __all__ = ["ModelInfo", "OutputInfo", "read_model_info", "ModelInfoError", "setting", "per_channel"]
 
@@ -116,13 +116,11 @@ def read_model_info(path: str | Path) -> ModelInfo:
 
 
 def _describe(path: Path, model: Any) -> ModelInfo:
-    image_inputs = [i for i in model.inputs if i.get_partial_shape().rank.is_static
-                    and i.get_partial_shape().rank.get_length() == 4]
-    if len(model.inputs) != 1 + len(image_info_inputs(model)) or not image_inputs:
+    inp = image_input(model)
+    rank = None if inp is None else inp.get_partial_shape().rank
+    if rank is None or not rank.is_static or rank.get_length() != 4:
         shapes = ", ".join(str(i.get_partial_shape()) for i in model.inputs)
-        raise ModelInfoError(f"model {path} has inputs {shapes}; vapipe image stages need exactly one 4-D image input "
-                             "(beside it, at most image-size inputs of [1, 2] or [1, 3])")
-    inp = image_inputs[0]
+        raise ModelInfoError(f"model {path} has inputs {shapes}; vapipe image stages need {ACCEPTED_INPUTS}")
     dims = [d.get_length() if d.is_static else -1 for d in inp.get_partial_shape()]
     if dims[3] == 3:
         layout, hw = "NHWC", (dims[1], dims[2])

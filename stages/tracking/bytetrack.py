@@ -221,11 +221,9 @@ class ByteTracker:
             return np.zeros((0, 2), np.int64), np.arange(len(tracks)), np.arange(len(dets))
         t = self.tracks
         iou = iou_matrix(state_to_xyxy(t.mean[tracks]), boxes[dets])
-        track_labels = np.array(t.labels, object)[tracks]
-        same = track_labels[:, None] == np.array(labels, object)[dets][None, :]
-        if self.config.per_class:
-            iou = np.where(same, iou, 0.0)
-        overlap = iou - np.where(same, 0.0, LABEL_CHANGE_COST)  # another label's box counts as less overlap
+        same = np.array(t.labels, object)[tracks][:, None] == np.array(labels, object)[dets][None, :]
+        # another label's box counts as less overlap; with per_class as none
+        overlap = iou - np.where(same, 0.0, np.inf if self.config.per_class else LABEL_CHANGE_COST)
         cost = 1.0 - overlap
         cost[overlap < min_iou] = np.inf
         return match(cost, 1.0 - min_iou + 1e-9)
