@@ -94,9 +94,10 @@ def export_all(out: Path, frames: np.ndarray) -> dict[str, Any]:
     models.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     for arch in ARCHS:
+        model = calibrated(arch, frames)  # each export works on its own copy of the network
         for variant, args in VARIANTS.items():
             name = f"{arch}-{variant}"
-            exported = Path(calibrated(arch, frames).export(**args, verbose=False))
+            exported = Path(model.export(**args, verbose=False))
             dst = models / (f"{name}.onnx" if args["format"] == "onnx" else f"{name}_openvino_model")
             shutil.rmtree(dst, ignore_errors=True)
             dst.unlink(missing_ok=True)
