@@ -203,6 +203,13 @@ def objects_key(pipeline: str, stage: str) -> str:
     return f"objects|{pipeline}|{stage}"
 
 
+def host_key(stages: dict[str, Any], frame_wh: tuple[int, int]) -> str:
+    """Host work per frame a run observed for the stages ``stages`` (name -> type and params, the
+    source stage left out) on frames of ``frame_wh``: what the next start plans with."""
+    raw = json.dumps(stages, sort_keys=True, default=str)
+    return f"host|observed|{hashlib.sha1(raw.encode()).hexdigest()[:16]}|{frame_wh[0]}x{frame_wh[1]}"
+
+
 def check_key(pipeline: str) -> str:
     """The last run's plan check of a pipeline (shown by ``vapipe doctor``)."""
     return f"check|{pipeline}"

@@ -235,7 +235,7 @@ class PlanCheck:
             infos.append(info)
         return plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
                             decode_ms=decode_ms or None, host_ms=1000.0 * host_cpu / processed,
-                            decode_origin="observed")
+                            decode_origin="observed", host_origin="observed")
 
     def _verdict(self, util: float, behind: float, starving: float, candidate: ThreadPlan,
                  others: float | None) -> str:
@@ -280,10 +280,15 @@ class PlanCheck:
         self._base = None  # judge the new plan on a fresh window
 
     def store(self) -> None:
-        """Keep what the run observed for the next start: region models' objects per frame and
-        live sources' decode cost."""
+        """Keep what the run observed for the next start: region models' objects per frame,
+        live sources' decode cost and the host work per frame (without encoding on the worker
+        thread, which the plan counts on its own)."""
         if self.cache is None or not self.observed:
             return
+        host_at = self.plan.host_key
+        if host_at and self.observed.get("host_ms") is not None:
+            on_worker = sum(e["ms"] for e in self.plan.encoders.values() if e["threads"] == 1)
+            self.cache.put(host_at, round(max(0.0, self.observed["host_ms"] - on_worker), 4))
         self.cache.put(check_key(self.pipeline), {"status": self.result.get("status"),
                                                   "observed": self.observed, "at": time.time()})
         for name, value in self.observed.get("per_frame", {}).items():

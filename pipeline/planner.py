@@ -58,6 +58,11 @@ ASSUMED_ENCODE_MS = 8.0
 #: a decoder frame thread is added, or encoding moved off the worker, only if it raises the
 #: predicted rate this much
 THREAD_GAIN = 1.10
+#: ... or if the decoder threads would otherwise be busier than this at the predicted rate: a
+#: decoder that never idles makes every later stage wait on its slowest frames (faces on a
+#: 1080p clip, Xeon with AVX-512, 2 cores: one thread predicted 0.99 busy ran at 187 fps and
+#: 90 % CPU, two threads at 198 fps and 96 %)
+DECODER_BUSY_MAX = 0.85
 #: a model's demand this close under a whole core keeps it at that many threads
 DEMAND_SLACK = 0.05
 CV2_THREADS = 1
@@ -136,7 +141,9 @@ class ThreadPlan:
     decoder_nice: int = 0                     # decoders' nice value while ahead of inference
     decode_ms: list[float] = field(default_factory=list)   # per source
     decode_origin: str = "assumed"
-    host_ms: float = ASSUMED_HOST_MS
+    host_ms: float = ASSUMED_HOST_MS            # per frame on a camera's worker thread
+    host_origin: str = "assumed"              # assumed, measured (input preparation) or observed (a run)
+    host_key: str | None = None               # cost-cache key under which a run keeps the host work it saw
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> ms, per_frame, origin, cores
     predicted_fps: float = 0.0                # all cameras together
     bound: str = ""                           # what limits the predicted rate: cpu, decode, worker or a stage
@@ -208,7 +215,8 @@ class ThreadPlan:
             where = "on the worker thread" if e["threads"] == 1 else f"{e['threads']} threads each"
             lines.append(f"  ffmpeg   {name} {e['ms']:.2f} ms/frame ({e['origin']}) -> {where}"
                          f"{' (set)' if name in self.user_set else ''}, {e['cores']:.2f} cores")
-        lines.append(f"  opencv   {self.cv2_threads} thread; host {self.host_ms:.2f} ms/frame per camera, "
+        lines.append(f"  opencv   {self.cv2_threads} thread; host {self.host_ms:.2f} ms/frame ({self.host_origin}) "
+                     f"per camera, "
                      f"{self.sources * per_cam * self.host_ms / 1000.0:.2f} cores")
         return "\n".join(lines)
 
@@ -231,13 +239,15 @@ class ThreadPlan:
 def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[InferInfo] = (),
                  needs_image: bool = False, decoder_threads: int | None = None,
                  decode_ms: Sequence[float] | float | None = None, host_ms: float | None = None,
-                 decode_origin: str | None = None, encoders: Iterable[EncoderInfo] = ()) -> ThreadPlan:
+                 decode_origin: str | None = None, encoders: Iterable[EncoderInfo] = (),
+                 host_origin: str | None = None) -> ThreadPlan:
     """Share ``cores`` between the decoders of ``sources`` sources and the inference stages ``infer``.
 
     ``cores=0`` disables the plan (every runtime keeps its defaults); None: the CPU affinity.
     ``decoder_threads`` is the user's choice of decoder threads, if any (0 = FFmpeg's automatic
     choice).  ``decode_ms`` (per source, or one value for all) and ``host_ms`` are CPU ms per
-    frame; missing costs are assumed (ASSUMED_*).  ``needs_image`` is recorded in the notes.
+    frame; missing costs are assumed (ASSUMED_*); ``host_origin`` says where ``host_ms`` came
+    from.  ``needs_image`` is recorded in the notes.
     """
     from .threads import _cv2_threads, available_cores
 
@@ -287,15 +297,17 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
     if bound == "worker" and free != own and rate(t_dec, free)[0] >= r * THREAD_GAIN:
         own = free  # encoding moves off the worker onto encoder threads
         r, bound = rate(t_dec, own)
-    while decoder_threads is None and bound == "decode" and sources * (t_dec + 1) <= cores:
+    while decoder_threads is None and sources * (t_dec + 1) <= cores:
         r2, b2 = rate(t_dec + 1, own)
-        if r2 < r * THREAD_GAIN:
+        busy = r * max(d) / (1000.0 * t_dec)
+        if not (bound == "decode" and r2 >= r * THREAD_GAIN) and busy <= DECODER_BUSY_MAX:
             break
         t_dec, r, bound = t_dec + 1, r2, b2
 
     plan = ThreadPlan(cores=cores, sources=sources, decoder_threads=t_dec, cv2_threads=CV2_THREADS,
                       notes=notes, user_set=user_set, decoder_nice=NICE_WHILE_AHEAD, decode_ms=d,
-                      decode_origin=decode_origin or "measured", host_ms=w, infos=stages,
+                      decode_origin=decode_origin or "measured", host_ms=w,
+                      host_origin=host_origin or ("assumed" if host_ms is None else "measured"), infos=stages,
                       needs_image=needs_image, user_decoder_threads=decoder_threads)
     predicted = r
     for st in stages:

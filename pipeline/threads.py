@@ -6,12 +6,14 @@ plus one), OpenCV (one global pool), numpy's BLAS, and ONNX Runtime or PyTorch
 when a user stage brings them.  Left alone, each sizes itself to the whole
 machine.  :func:`plan_for_graph` measures what the pipeline's parts cost on this
 machine (:mod:`pipeline.costs`: decode per frame of each source, host work per
-frame, each CPU model's inference on one thread; cached per machine) and shares
+frame (input preparation, until a run has observed the whole of it), each CPU
+model's inference on one thread; cached per machine) and shares
 the cores given to vapipe (``--cores``, default the process's CPU affinity,
 capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
-* **decoder threads per source** (FFmpeg ``thread_count``): 1, more only when
-  decoding binds the rate and a frame thread would raise it by 10 %;
+* **decoder threads per source** (FFmpeg ``thread_count``): 1, more when decoding
+  binds the rate and a frame thread would raise it by 10 %, or when one thread would
+  be busy more than 85 % of the time;
 * **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
   each model's share of the work needs, as single-threaded streams, unpinned
   (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same
@@ -42,8 +44,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, measure_decode, measure_host,
-                    measure_model, model_cost, model_key, objects_key)
+from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, host_key, measure_decode,
+                    measure_host, measure_model, model_cost, model_key, objects_key)
 from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
 from .precision import Precision, with_hint
 from .precision import choose as choose_precision
@@ -96,7 +98,8 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
     With ``measure`` (default), costs come from ``costs`` (default: the machine's cost
     cache) and whatever is missing there is measured now and stored: decode per frame
     of every file source (live sources: what an earlier run observed, else assumed),
-    host work per frame, every CPU model's inference on one thread.
+    host work per frame (what an earlier run of the same settings observed, else the
+    input preparation), every CPU model's inference on one thread.
     """
     uris = list(sources) if not isinstance(sources, int) else []
     count = len(uris) if uris else max(1, int(sources))
@@ -114,8 +117,11 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
     if measured.failures:
         log.info("planning with assumed costs for %s", "; ".join(measured.failures))
     infos = [_with_cost(i, measured, graph.spec.name, cache) for i in infos]
-    return plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
-                        host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders)
+    plan = plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
+                        host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders,
+                        host_origin=measured.host_origin)
+    plan.host_key = measured.host_key
+    return plan
 
 
 class _Measured:
@@ -124,6 +130,8 @@ class _Measured:
         self.decode_ms: list[float] = []
         self.decode_origin = "assumed"
         self.host_ms: float | None = None
+        self.host_origin = "assumed"
+        self.host_key: str | None = None  # where a run keeps the host work it observed
         self.models: dict[str, tuple[float, str, ModelProbe, Precision | None]] = {}
         self.failures: list[str] = []  # what could not be measured (the run itself reports why)
 
@@ -188,6 +196,15 @@ def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: b
             host_known = True
     if host_known:
         out.host_ms = host + HOST_OVERHEAD_MS * sum(1 for s in stages.values() if isinstance(s, InferStage))
+        out.host_origin = "measured"
+    if uris:
+        # a run's observed host work (every stage's share of the worker, with the objects it met)
+        # replaces the estimate from input preparation alone
+        out.host_key = host_key({name: [graph.graph.nodes[name]["spec"].type, _params(graph, name, overrides)]
+                                 for name in stages if name != graph.source}, src_wh)
+        seen = cache.get(out.host_key)
+        if isinstance(seen, (int, float)):
+            out.host_ms, out.host_origin = float(seen), "observed"
     for name, st in stages.items():
         probe_cost = st.planning_cost(src_wh)
         if probe_cost is None:

@@ -116,3 +116,28 @@ def test_what_cannot_be_measured_is_assumed_and_the_run_reports_it(tmp_path: Pat
                                   costs=CostCache(tmp_path / "c.json"))
     assert plan.decode_origin == "assumed" and plan.models["person_detect"]["origin"] == "assumed"
     assert plan.infer["person_detect"]["INFERENCE_NUM_THREADS"] >= 1
+
+
+def test_the_host_work_a_run_observed_is_planned_with_on_the_next_start(tmp_path: Path) -> None:
+    """Input preparation alone underestimates a worker's work (postprocessing, region crops, other
+    stages); a run keeps what it observed, per pipeline settings and frame size, and the next
+    start of the same settings plans with it."""
+    from pipeline.plan_check import PlanCheck
+
+    graph = _graph("persons")
+    cache = CostCache(tmp_path / "costs.json")
+    first = threads.plan_for_graph(graph, [SCENE], cores=2, costs=cache)
+    assert first.host_origin == "measured" and first.host_key and first.host_key.endswith("|640x360")
+
+    check = PlanCheck(first, [], pipeline="persons", uris=[SCENE], cache=cache)
+    check.observed = {"host_ms": first.host_ms + 2.5, "per_frame": {}, "decode_ms": []}
+    first.encoders = {"encode": {"threads": 1, "ms": 0.5}}  # encoding on the worker is counted apart
+    check.store()
+
+    second = threads.plan_for_graph(graph, [SCENE], cores=2, costs=CostCache(tmp_path / "costs.json"))
+    assert second.host_origin == "observed" and second.host_ms == pytest.approx(first.host_ms + 2.0, abs=1e-3)
+    assert second.predicted_fps < first.predicted_fps  # more work per frame, a lower rate
+    assert "(observed)" in second.summary()
+    other = threads.plan_for_graph(graph, [SCENE], cores=2, overrides={"person_detect": {"every": 3}},
+                                   costs=CostCache(tmp_path / "costs.json"))
+    assert other.host_origin == "measured" and other.host_key != first.host_key

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pipeline.planner import InferInfo, plan_threads
+from pipeline.planner import DECODER_BUSY_MAX, InferInfo, plan_threads
 
 
 def _threads(plan, name: str) -> int:
@@ -80,6 +80,19 @@ def test_decoder_threads_rise_only_when_decoding_binds_and_it_pays() -> None:
     assert plan.decoder_threads == 1
     plan = plan_threads(8, 1, cheap_model, decode_ms=12.0, host_ms=0.3, decoder_threads=1)
     assert plan.decoder_threads == 1 and plan.bound == "decode" and "decode" in plan.user_set
+
+
+def test_a_decoder_that_would_never_idle_gets_a_second_thread() -> None:
+    """faces on a 1080p clip (2 cores): the CPU, not decoding, bounds the rate, but one decoder
+    thread would be busy 99 % of the time, so every later stage would wait on its slow frames."""
+    faces = [InferInfo("face_detect", ms=0.94), InferInfo("landmarks", ms=1.13, per_frame=2.0, objects=True)]
+    plan = plan_threads(2, 1, faces, decode_ms=4.95, host_ms=1.87)
+    assert plan.bound == "cpu" and plan.decoder_threads == 2
+    assert plan.predicted_fps * 4.95 / 1000 > DECODER_BUSY_MAX  # one thread would be this busy
+    plan = plan_threads(2, 1, faces, decode_ms=1.92, host_ms=1.67)  # the same at 720p: 0.57 busy
+    assert plan.decoder_threads == 1
+    plan = plan_threads(2, 2, faces, decode_ms=4.95, host_ms=1.87)  # no core left for a second one
+    assert plan.decoder_threads == 1
 
 
 def test_user_threads_and_requests_are_kept() -> None:
