@@ -10,11 +10,12 @@ right.  All images are uint8 (H, W, 3) in BGR order.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import cv2
 import numpy as np
 
-__all__ = ["crop_quad", "resize_pad", "cls_input", "rec_input", "rec_width",
+__all__ = ["crop_quad", "line_crop", "resize_pad", "cls_input", "rec_input", "rec_width",
            "CLS_HW", "REC_HEIGHT", "REC_MIN_WIDTH", "PAD_VALUE"]
 
 CLS_HW = (48, 192)        # direction model input (height, width), pixels
@@ -42,6 +43,23 @@ def crop_quad(image: np.ndarray, quad: np.ndarray) -> np.ndarray:
                                borderMode=cv2.BORDER_REPLICATE)
     if height / width >= TALL_RATIO:
         crop = np.ascontiguousarray(np.rot90(crop))
+    return crop
+
+
+#: ``frame.attrs`` key of the crops made from a frame, shared by the OCR stages
+CROPS_KEY = ("text_crop", "crops")
+
+
+def line_crop(frame: Any, quad: np.ndarray) -> np.ndarray:
+    """:func:`crop_quad` of ``frame``'s BGR image, made once per frame and quad: the direction
+    and recognition stages read the same line.  The crop is read-only (shared)."""
+    q = np.asarray(quad, np.float32).reshape(4, 2)
+    crops = frame.attrs.setdefault(CROPS_KEY, {})
+    crop = crops.get(q.tobytes())
+    if crop is None:
+        crop = crop_quad(frame.image(), q)
+        crop.flags.writeable = False
+        crops[q.tobytes()] = crop
     return crop
 
 

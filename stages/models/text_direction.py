@@ -17,7 +17,7 @@ from pipeline.engine import InputSpec
 from pipeline.frame import Detections
 
 from .base import RoiAdapter, register
-from .text_crop import CLS_HW, cls_input, crop_quad
+from .text_crop import CLS_HW, cls_input, line_crop
 
 __all__ = ["TextDirectionAdapter", "line_quad"]
 
@@ -48,7 +48,7 @@ class TextDirectionAdapter(RoiAdapter):
         self.threshold = threshold
 
     def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
-        return cls_input(crop_quad(frame.image(), line_quad(dets, i))), None
+        return cls_input(line_crop(frame, line_quad(dets, i))), None
 
     def decode(self, outputs: list[np.ndarray], context: Any) -> tuple[int, float]:
         probs = np.asarray(outputs[0], np.float32).reshape(-1)

@@ -20,7 +20,7 @@ from pipeline.engine import InputSpec, LoadedModel
 from pipeline.frame import Detections
 
 from .base import RoiAdapter, register
-from .text_crop import REC_HEIGHT, REC_MIN_WIDTH, crop_quad, rec_width, resize_pad
+from .text_crop import REC_HEIGHT, REC_MIN_WIDTH, line_crop, rec_width, resize_pad
 from .text_direction import line_quad
 
 __all__ = ["TextRecognitionAdapter", "ctc_greedy", "dictionary_from_metadata"]
@@ -83,7 +83,7 @@ class TextRecognitionAdapter(RoiAdapter):
         self.symbols = dictionary_from_metadata(character)
 
     def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
-        crop = crop_quad(frame.image(), line_quad(dets, i))
+        crop = line_crop(frame, line_quad(dets, i))
         if dets.attributes[i].get("angle") == 180:
             crop = np.ascontiguousarray(crop[::-1, ::-1])
         width = min(self.max_width, rec_width(crop.shape[:2], REC_HEIGHT, self.min_width))

@@ -59,3 +59,32 @@ def test_model_input_sizes() -> None:
     assert rec_width((48, 100)) == 320                           # at least 320
     assert rec_width((30, 600)) == 960                           # 48 * 600 / 30
     assert rec_input(np.zeros((24, 500, 3), np.uint8)).shape == (48, 1000, 3)
+
+
+def test_the_ocr_stages_crop_each_line_of_a_frame_once(monkeypatch) -> None:
+    """Direction and recognition read the same line: it is warped once per frame and quad, and
+    the shared crop cannot be changed by either."""
+    from pipeline.frame import Detections, Frame
+    from stages.models import text_crop
+    from stages.models.text_direction import TextDirectionAdapter
+    from stages.models.text_recognition import TextRecognitionAdapter
+
+    warps = []
+    monkeypatch.setattr(text_crop, "crop_quad", lambda img, q: warps.append(q) or crop_quad(img, q))
+    img = _gradient()
+    frame = Frame.from_image(img)
+    dets = Detections(xyxy=np.array([[40, 30, 140, 60], [10, 100, 200, 140]], np.float32),
+                      score=np.ones(2, np.float32), label=np.array(["text", "text"], object),
+                      keypoints=[None, None], attributes=[{}, {}])
+    rec, direction = TextRecognitionAdapter(), TextDirectionAdapter()
+    for i in range(2):
+        direction.prepare(frame, dets, i, CLS_HW)
+        dets.attributes[i]["angle"] = 180 if i else 0
+        rec_in, _ = rec.prepare(frame, dets, i, (48, 320))
+        want = crop_quad(img, _quad(*dets.xyxy[i]))
+        want = want[::-1, ::-1] if i else want
+        np.testing.assert_array_equal(rec_in, rec_input(np.ascontiguousarray(want)))
+    assert len(warps) == 2  # one per line, not one per stage and line
+    shared = text_crop.line_crop(frame, _quad(40, 30, 140, 60))
+    assert not shared.flags.writeable and len(warps) == 2
+    assert text_crop.line_crop(Frame.from_image(img), _quad(40, 30, 140, 60)) is not shared  # per frame
