@@ -11,7 +11,7 @@ next: the waiting camera of highest priority, first come first served within a
 level.  A camera with ``min_fps`` that has not started a request for ``1 / min_fps``
 seconds goes ahead of everyone (its guaranteed minimum rate).  Cameras that wait do
 not queue frames without bound: a live source keeps only its newest frames and counts
-the ones it drops (:mod:`pipeline.runtime`).
+the ones it drops (:mod:`pipeline.camera`).
 
 Slots are rationed only while there is someone to put first: while cameras of more than
 one level are present on the model (waiting, or started within :data:`PRESENCE_S`).

@@ -33,7 +33,9 @@ from typing import Any, Callable
 from .arbiter import SourcePriority
 from .frame import Frame
 from .graph import PipelineGraph
-from .runtime import RunOptions, StageFailure, _Camera, _one_line, source_ids
+from .camera import Camera, one_line_error
+from .run_options import RunOptions, StageFailure
+from .runtime import source_ids
 from .stage import InferStage
 from .stats import LatencyStats, RunSummary, SourceStats
 
@@ -69,8 +71,8 @@ class Session:
         self.failures: list[str] = []
         self._aborted = threading.Event()
         self._lock = threading.RLock()
-        self._cameras: dict[str, _Camera] = {}         # running or finished, not removed
-        self._removed: list[_Camera] = []
+        self._cameras: dict[str, Camera] = {}         # running or finished, not removed
+        self._removed: list[Camera] = []
         self._threads: dict[str, list[threading.Thread]] = {}
         self._closed_ids: set[str] = set()
         self._finished: set[int] = set()               # id() of cameras closed by _finish
@@ -147,7 +149,7 @@ class Session:
             opts = replace(self.opts, overrides=self._revise_plan(uris))
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
-            opened: list[_Camera] = []
+            opened: list[Camera] = []
             try:
                 for cam in cams:
                     _open(cam)
@@ -218,9 +220,9 @@ class Session:
             raise RuntimeError("the run is stopping; no source can be added")
 
     def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None,
-                own: dict[str, dict[str, Any]] | None = None) -> _Camera:
+                own: dict[str, dict[str, Any]] | None = None) -> Camera:
         abort = threading.Event()  # per camera: remove_source may force one camera to stop
-        cam = _Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
+        cam = Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
                       self._report_failure, priority, own)
         cam.decoder_nice = self.plan.decoder_nice
         cam.on_frame = self.on_frame
@@ -295,7 +297,7 @@ class Session:
             else:
                 time.sleep(min(left, 0.05))
 
-    def _finish(self, cam: _Camera) -> None:
+    def _finish(self, cam: Camera) -> None:
         """Close a camera whose threads ended (once): stages closed, counters final."""
         with self._lock:
             if id(cam) in self._finished:
@@ -331,7 +333,7 @@ class Session:
         return self.summary()
 
     # statistics ------------------------------------------------------------------------
-    def cameras(self) -> list[_Camera]:
+    def cameras(self) -> list[Camera]:
         with self._lock:
             return list(self._cameras.values())
 
@@ -372,7 +374,7 @@ class Session:
                           wall_s=time.monotonic() - self.started, error=error, outputs=outputs, threads=threads)
 
 
-def _open(cam: _Camera) -> None:
+def _open(cam: Camera) -> None:
     try:
         cam.open()
     except StageFailure:
@@ -380,7 +382,7 @@ def _open(cam: _Camera) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 - one line naming the source
         cam.close()
-        raise StageFailure(_one_line(exc, cam.source_id)) from exc
+        raise StageFailure(one_line_error(exc, cam.source_id)) from exc
 
 
 def _unique_ids(uris: list[str], taken: set[str]) -> list[str]:

@@ -50,20 +50,20 @@ def test_frames_leave_in_order_with_results(tmp_path: Path, sync: bool) -> None:
 def test_async_overlaps_decode_of_next_frame_with_inference(tmp_path: Path) -> None:
     spec = parse_config(LINEAR, "t.yaml").get("p")
     graph = build_graph(spec)
-    from pipeline import runtime
+    from pipeline import camera
 
     seen = {}
-    orig = runtime._Camera.open
+    orig = camera.Camera.open
 
     def spy(cam):  # keep a handle on the per-camera stage to read its intervals
         orig(cam)
         seen["infer"] = cam.stages["infer"]
 
-    runtime._Camera.open = spy
+    camera.Camera.open = spy
     try:
         summary = run_pipeline(graph, ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False))
     finally:
-        runtime._Camera.open = orig
+        camera.Camera.open = orig
     assert summary.error is None
     iv = sorted(seen["infer"].intervals)
     overlapping = sum(1 for (_, s0, e0), (_, s1, _) in zip(iv, iv[1:]) if s1 < e0)
@@ -120,20 +120,20 @@ pipelines:
       - {name: b, type: "pipeline.testing:SleepInfer", params: {ms: 25, requests: 1, every: 3, label: b}}
       - {name: sink, type: "pipeline.testing:CollectSink"}
 """
-    from pipeline import runtime
+    from pipeline import camera
 
     seen = {}
-    orig = runtime._Camera.open
+    orig = camera.Camera.open
 
     def spy(cam):
         orig(cam)
         seen.update(cam.stages)
 
-    runtime._Camera.open = spy
+    camera.Camera.open = spy
     try:
         summary, out = _run(text, tmp_path)
     finally:
-        runtime._Camera.open = orig
+        camera.Camera.open = orig
     assert summary.error is None
     assert [f.seq for f in out["cam"]] == list(range(30))
     a = {seq: (s, e) for seq, s, e in seen["a"].intervals}

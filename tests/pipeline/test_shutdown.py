@@ -1,6 +1,6 @@
 """Stopping ``vapipe run`` from outside (SIGTERM, SIGINT) and by a failing stage.
 
-Contract checked here (from pipeline/runtime.py and stages/encode.py):
+Contract checked here (from pipeline/runtime.py, pipeline/camera.py and stages/encode.py):
 
 * A first SIGTERM/SIGINT stops reading; the frames already decoded or in
   flight in inference stages are finished and pass every stage; then the

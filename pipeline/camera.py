@@ -1,0 +1,330 @@
+"""One camera of a run (:class:`Camera`): its stages, queues and threads.
+
+``reader`` pulls compressed units from the source, ``decoder`` turns them into frames,
+``worker`` pushes frames through the stages (:class:`pipeline.executor.GraphExecutor`);
+``sync_loop`` does all three on one thread with one request per stage (the baseline).
+Failures follow the stages' error policy and are reported in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from .arbiter import SourcePriority
+from .executor import GraphExecutor
+from .frame import Frame
+from .graph import PipelineGraph
+from .priority import YieldWhileAhead
+from .queues import EMPTY, BoundedQueue, Closed
+from .run_options import RunOptions, StageFailure
+from .stage import InferStage
+from .stats import LatencyStats, SourceStats
+
+__all__ = ["Camera", "one_line_error"]
+
+log = logging.getLogger("vapipe")
+_END = object()  # the end of a queue's items
+
+
+class Camera:
+    def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
+                 stop_sources: threading.Event, abort: threading.Event,
+                 stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
+                 priority: SourcePriority | None = None, own: dict[str, dict[str, Any]] | None = None) -> None:
+        self.graph = graph
+        self.opts = opts
+        self.uri = uri
+        self.source_id = source_id
+        self.stop_sources = stop_sources
+        self.abort = abort
+        self.stage_stats = stage_stats
+        self.report_failure = report_failure
+        overrides = {k: dict(v) for k, v in opts.overrides.items()}
+        for name, params in (own or {}).items():  # this camera's own overrides
+            overrides.setdefault(name, {}).update(params)
+        overrides.setdefault(graph.source, {})["uri"] = uri
+        if opts.sync or opts.requests:
+            for name, cls in graph.classes().items():
+                if issubclass(cls, InferStage) and "requests" in cls.Params.model_fields:
+                    overrides.setdefault(name, {})["requests"] = 1 if opts.sync else opts.requests
+        self.stages = graph.instantiate(overrides)
+        self.output_dir = opts.output_dir
+        for st in self.stages.values():
+            st.source_id = source_id
+            st.output_dir = opts.output_dir  # type: ignore[attr-defined]
+        self.source = self.stages[graph.source]
+        self.priority = priority
+        if priority is not None:
+            priority.name = source_id
+            for st in self.stages.values():
+                if isinstance(st, InferStage):
+                    st.priority = priority
+        # Convert each frame to full-size BGR once, on the decoder thread, when any
+        # stage reads full-resolution pixels; otherwise stages scale from the planes.
+        self.needs_image = any(st.needs_image for st in self.stages.values())
+        self.stats = SourceStats(source_id)
+        self.halt_reading = threading.Event()
+        self.live = bool(getattr(self.source, "live", False))
+        if self.live:
+            # A camera does not wait: packets queue generously (dropping packets breaks
+            # decoding until the next keyframe), decoded frames keep only the newest.
+            is_marker = getattr(self.source, "is_marker", lambda unit: unit is None)
+            self.units = BoundedQueue(256, "drop_oldest", self.halt_reading,
+                                      keep=lambda unit: unit is _END or is_marker(unit))
+            self.frames = BoundedQueue(2, "drop_oldest", abort, keep=lambda item: item is _END)
+        else:
+            self.units = BoundedQueue(opts.queue_size, "block", self.halt_reading)
+            self.frames = BoundedQueue(max(2, opts.queue_size // 2), "block", abort)
+        if hasattr(self.source, "on_event"):
+            self.source.on_event = self._on_source_event
+        if hasattr(self.source, "stop_event"):
+            self.source.stop_event = self.halt_reading
+        self._error_seen: set[str] = set()
+        self._down_since: float | None = None
+        self.multi_camera = False
+        self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
+        self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
+        #: called on the worker thread with (source_id, frame) for every frame leaving the graph
+        self.on_frame: Callable[[str, Frame], None] | None = None
+
+    # error policy ------------------------------------------------------------------
+    def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
+        spec = self.graph.graph.nodes[stage_name]["spec"]
+        policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
+        kind = "" if isinstance(exc, (ValueError, FileNotFoundError)) else f"{type(exc).__name__}: "
+        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{exc}"
+        if policy == "skip":
+            self.stats.skipped_errors += 1
+            key = f"{stage_name}:{type(exc).__name__}"
+            if key not in self._error_seen:  # once per stage and kind of error; the rest are counted
+                self._error_seen.add(key)
+                log.warning("%s (frame skipped; further %s errors of this stage are counted)", text,
+                            type(exc).__name__, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
+            return True
+        if policy == "restart":
+            self.stats.skipped_errors += 1
+            log.warning("%s (restarting the stage)", text)
+            stage = self.stages[stage_name]
+            stage.close()
+            stage.open()
+            return True
+        raise StageFailure(text) from exc
+
+    # threads -------------------------------------------------------------------------
+    def open(self) -> None:
+        for name, st in self.stages.items():
+            try:
+                st.ensure_open()
+            except Exception as exc:  # noqa: BLE001
+                raise StageFailure(one_line_error(exc, f"stage {name!r} on source {self.source_id!r}")) from exc
+            if st is self.source:
+                rate = getattr(st, "frame_rate", None)
+                for other in self.stages.values():
+                    if hasattr(other, "source_fps"):
+                        other.source_fps = rate
+        self.stats.total = getattr(self.source, "total_frames", None)
+
+    def close(self) -> None:
+        for name in self.graph.order:
+            try:
+                self.stages[name].close()
+            except Exception as exc:  # noqa: BLE001 - close everything, report the first
+                log.error("closing stage %r on %r failed: %s", name, self.source_id, exc)
+
+    def collect_counters(self) -> None:
+        """Each stage's totals (Stage.counters) into the source's summary."""
+        for name, st in self.stages.items():
+            try:
+                counts = st.counters()
+            except Exception as exc:  # noqa: BLE001 - a counter must never fail the run
+                log.warning("counters of stage %r on %r failed: %s", name, self.source_id, exc)
+                continue
+            if counts:
+                self.stats.counters[name] = counts
+
+    def _take(self, frame: Frame) -> bool:
+        """Count a decoded frame; False once ``max_frames`` is reached.
+
+        Frames a live source dropped (pipeline behind) do not count: ``max_frames`` is
+        the number of frames that go through the stages.
+        """
+        limit = self.opts.max_frames
+        if limit is not None and self.stats.decoded - self.frames.dropped >= limit:
+            self.halt_reading.set()
+            return False
+        self.stats.decoded += 1
+        return True
+
+    def _decode(self, unit: Any) -> list[Frame]:
+        """Frames of one unit (traced when a tracer is set)."""
+        tracer = self.opts.trace
+        t0 = tracer.now() if tracer is not None else 0
+        decoded = self.source.decode_unit(unit)  # type: ignore[attr-defined]
+        if tracer is not None and decoded:
+            tracer.slice(self.source_id, "decode", f"frame {decoded[0].seq}", t0, tracer.now(),
+                         seq=[f.seq for f in decoded])
+        return decoded
+
+    def _delay(self) -> None:
+        if self.opts.capture_delay_ms > 0:
+            time.sleep(self.opts.capture_delay_ms / 1000.0)
+
+    def reader(self) -> None:
+        self.native_ids["read"] = threading.get_native_id()
+        try:
+            tracer = self.opts.trace
+            index = 0
+            t0 = tracer.now() if tracer is not None else 0
+            for unit in self.source.units():  # type: ignore[attr-defined]
+                if self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set():
+                    break
+                if unit is not None:
+                    self._delay()
+                    if tracer is not None:
+                        tracer.slice(self.source_id, "capture", f"unit {index}", t0, tracer.now(), unit=index)
+                        index += 1
+                self.units.put(unit)
+                t0 = tracer.now() if tracer is not None else 0
+        except Closed:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "source")
+        finally:
+            self.units.put_final(_END)
+
+    def decoder(self) -> None:
+        self.native_ids["decode"] = threading.get_native_id()
+        priority = YieldWhileAhead(self.frames, self.decoder_nice)
+        try:
+            while True:
+                try:
+                    unit = self.units.get()
+                except Closed:
+                    break
+                if unit is _END:
+                    break
+                for frame in self._decode(unit):
+                    if not self._take(frame):
+                        break
+                    if self.needs_image:
+                        frame.image()
+                    self.frames.put(frame)
+                    priority.after_put()
+                if self.halt_reading.is_set() and not len(self.units):
+                    break
+        except Closed:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "decoder")
+        finally:
+            self.stats.decoder_priority_changes = priority.changes
+            self.halt_reading.set()
+            self.frames.put_final(_END)
+
+    def worker(self) -> None:
+        self.native_ids["work"] = threading.get_native_id()
+        executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
+                                 self._output, self.on_error, self.opts.trace, self.source_id)
+        try:
+            while True:
+                try:
+                    # While frames are in flight, wake up often to hand finished ones on
+                    # (a live camera may not send the next frame for a while).
+                    frame = self.frames.get(give_up_after=0.002 if executor.in_flight else None)
+                except Closed:
+                    return
+                if frame is EMPTY:
+                    executor.poll()
+                    continue
+                if frame is _END:
+                    executor.finish()
+                    return
+                executor.feed(frame)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "worker")
+        finally:
+            self.halt_reading.set()
+            self.stats.ended = time.monotonic()
+
+    def sync_loop(self) -> None:
+        """Read, decode and process on one thread; one request, no overlap."""
+        self.native_ids["sync"] = threading.get_native_id()
+        executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
+                                 self.opts.trace, self.source_id)
+        try:
+            for unit in self.source.units():  # type: ignore[attr-defined]
+                if self.stop_sources.is_set() or self.abort.is_set():
+                    break
+                if unit is not None:
+                    self._delay()
+                stop = False
+                for frame in self._decode(unit):
+                    if not self._take(frame):
+                        stop = True
+                        break
+                    if self.needs_image:
+                        frame.image()
+                    executor.feed(frame)
+                if stop:
+                    break
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "worker")
+        finally:
+            self.stats.ended = time.monotonic()
+
+    def _output(self, frame: Frame) -> None:
+        self.stats.frame_out(frame.captured_ns, frame.seq)
+        if self.on_frame is not None:
+            self.on_frame(self.source_id, frame)
+
+    def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
+        """A live source changed state: count it, log it, and write it to the sinks."""
+        with self.stats.lock:
+            self.stats.state = state
+            self.stats.events[state] = self.stats.events.get(state, 0) + 1
+            if state == "streaming" and self._down_since is not None:  # also when the first retry worked
+                self.stats.reconnect_s.append(time.monotonic() - self._down_since)
+                self._down_since = None
+            elif state in ("stalled", "ended") and self._down_since is None:
+                self._down_since = time.monotonic()
+        level = logging.WARNING if state in ("stalled", "gave_up", "reconnecting") else logging.INFO
+        log.log(level, "source %r: %s%s", self.source_id, state,
+                "".join(f", {k}={v}" for k, v in info.items()))
+        for st in self.stages.values():
+            write = getattr(st, "write_event", None)
+            if write is not None:
+                try:
+                    write(state, **info)
+                except Exception as exc:  # noqa: BLE001 - an event must never stop a camera
+                    log.debug("writing event to %s failed: %s", st.name, exc)
+
+    def _fail(self, exc: BaseException, where: str) -> None:
+        if isinstance(exc, StageFailure):
+            msg = str(exc)
+        else:
+            msg = one_line_error(exc, f"{where} of source {self.source_id!r}")
+        if self.stats.error is None:
+            self.stats.error = msg
+        log.debug("failure in %s of %s", where, self.source_id, exc_info=exc)
+        if where in ("source", "decoder") and self.multi_camera:
+            # one camera's source failing does not stop the others; the run still reports it
+            log.error("source %r stopped: %s", self.source_id, msg)
+            self.halt_reading.set()
+            return
+        self.report_failure(msg)
+
+    def threads(self) -> list[threading.Thread]:
+        name = self.source_id
+        if self.opts.sync:
+            return [threading.Thread(target=self.sync_loop, name=f"{name}:sync", daemon=True)]
+        return [threading.Thread(target=self.reader, name=f"{name}:read", daemon=True),
+                threading.Thread(target=self.decoder, name=f"{name}:decode", daemon=True),
+                threading.Thread(target=self.worker, name=f"{name}:work", daemon=True)]
+
+
+def one_line_error(exc: BaseException, context: str) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if isinstance(exc, (ValueError, FileNotFoundError)) else f"{context}: {type(exc).__name__}: {text}"

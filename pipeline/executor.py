@@ -1,0 +1,137 @@
+"""Pushes the frames of one camera through its stages (:class:`GraphExecutor`), on the
+camera's worker thread: fan-out, fan-in, asynchronous inference stages with results taken
+back in ``seq`` order."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .frame import Frame
+from .graph import PipelineGraph
+from .stage import InferStage, Stage
+from .stats import LatencyStats
+from .trace import LaneAllocator, Tracer
+
+__all__ = ["GraphExecutor"]
+
+
+class GraphExecutor:
+    """Pushes frames of one camera through instantiated stages.
+
+    Fan-out: a frame goes to every successor (the same object).  Fan-in: a
+    stage with several inputs runs once a frame has arrived on all of them.
+    Inference stages run asynchronously (``async_mode``) with up to their
+    ``depth`` frames in flight.  Leaves report finished frames to ``on_output``.
+    """
+
+    def __init__(self, graph: PipelineGraph, stages: dict[str, Stage], async_mode: bool,
+                 stage_stats: dict[str, LatencyStats], on_output: Callable[[Frame], None],
+                 on_error: Callable[[str, BaseException, Frame | None], bool],
+                 tracer: Tracer | None = None, camera: str = "") -> None:
+        self.graph = graph
+        self.tracer = tracer
+        self.camera = camera
+        self._lanes = {n: LaneAllocator() for n in graph.order}
+        self._lane_of: dict[tuple[str, int], tuple[int, int]] = {}
+        self.stages = stages
+        self.async_mode = async_mode
+        self.stage_stats = stage_stats
+        self.on_output = on_output
+        self.on_error = on_error
+        g = graph.graph
+        self.order = [n for n in graph.order if n != graph.source]
+        self.succ = {n: list(g.successors(n)) for n in graph.order}
+        self.npred = {n: g.in_degree(n) for n in graph.order}
+        self._arrivals: dict[tuple[str, int], int] = {}
+        self._submitted: dict[tuple[str, int], int] = {}
+
+    def feed(self, frame: Frame) -> None:
+        self._emit(self.graph.source, frame)
+
+    @property
+    def in_flight(self) -> int:
+        """Frames inside asynchronous stages."""
+        return sum(st.in_flight for st in self.stages.values() if isinstance(st, InferStage))
+
+    def poll(self) -> None:
+        """Hand on frames that finished since the last call (never blocks)."""
+        if self.async_mode:
+            self._collect(lambda stage: stage.poll() if stage.in_flight else [])
+
+    def finish(self) -> None:
+        """Drain every inference stage in topological order."""
+        if self.async_mode:
+            self._collect(lambda stage: stage.drain())
+
+    def _collect(self, take: Callable[[InferStage], list[Frame]]) -> None:
+        for name in self.order:
+            stage = self.stages[name]
+            if not isinstance(stage, InferStage):
+                continue
+            try:
+                outs = take(stage)
+            except Exception as exc:  # noqa: BLE001 - routed through the error policy
+                self.on_error(name, exc, None)
+                continue
+            for f in outs:
+                self._done(name, f)
+
+    def _emit(self, name: str, frame: Frame) -> None:
+        succ = self.succ[name]
+        if not succ:
+            self.on_output(frame)
+            return
+        for nxt in succ:
+            self._push(nxt, frame)
+
+    def _push(self, name: str, frame: Frame) -> None:
+        if self.npred[name] > 1:
+            key = (name, frame.seq)
+            n = self._arrivals.get(key, 0) + 1
+            if n < self.npred[name]:
+                self._arrivals[key] = n
+                return
+            self._arrivals.pop(key, None)
+        stage = self.stages[name]
+        t0 = time.perf_counter_ns()
+        is_async = self.async_mode and isinstance(stage, InferStage)
+        try:
+            if is_async:
+                stage.submit(frame)
+                self._submitted[(name, frame.seq)] = t0
+                if self.tracer is not None:
+                    self._lane_of[(name, frame.seq)] = (self._lanes[name].take(), self.tracer.now())
+                outs = stage.poll()
+                while stage.over_depth():
+                    outs.extend(stage.pop_oldest())
+            else:
+                out = stage.process(frame)
+        except Exception as exc:  # noqa: BLE001 - routed through the error policy
+            if is_async:
+                self._submitted.pop((name, frame.seq), None)
+            self.on_error(name, exc, frame)
+            return
+        if is_async:
+            # Outside the try: a failure further down belongs to that stage's policy.
+            for f in outs:
+                self._done(name, f)
+            return
+        t1 = time.perf_counter_ns()
+        self.stage_stats[name].add((t1 - t0) / 1e6)
+        if self.tracer is not None:
+            end = self.tracer.now()
+            self.tracer.slice(self.camera, name, f"frame {frame.seq}", end - (t1 - t0), end, seq=frame.seq)
+        if out is not None:
+            self._emit(name, out)
+
+    def _done(self, name: str, frame: Frame) -> None:
+        t0 = self._submitted.pop((name, frame.seq), None)
+        if t0 is not None:
+            self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)
+        lane = self._lane_of.pop((name, frame.seq), None)
+        if lane is not None and self.tracer is not None:
+            self._lanes[name].give(lane[0])
+            self.tracer.slice(self.camera, f"{name} request {lane[0]}", f"frame {frame.seq}", lane[1],
+                              self.tracer.now(), seq=frame.seq)
+        self._emit(name, frame)
