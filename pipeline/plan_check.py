@@ -112,13 +112,22 @@ class Snapshot:
     codec: frozenset[int] = frozenset()
 
 
-def take_snapshot(check: "PlanCheck") -> Snapshot:
+def take_snapshot(check: "PlanCheck", previous: Snapshot | None = None) -> Snapshot:
+    """Counters now.  A thread that has ended since ``previous`` keeps the CPU time it had
+    there (a file's reader ends before its last frames are decoded, FFmpeg's frame threads
+    when the decoder closes): its work still counts as what it was, not as inference."""
     codec = ffmpeg_decoder_threads()
-    threads = {tid: thread_cpu_s(tid) for tid in check.thread_ids()}
-    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(),
-                    {**{tid: cpu for tid, cpu in threads.items() if cpu is not None},  # ended threads are left out
-                     **codec},
-                    [c.counters() for c in check.cameras], frozenset(codec))
+    threads = {tid: cpu for tid in check.thread_ids() if (cpu := thread_cpu_s(tid)) is not None}
+    threads.update(codec)
+    ended_codec: set[int] = set()
+    if previous is not None:
+        for tid, cpu in previous.threads.items():
+            if tid not in threads:
+                threads[tid] = cpu
+                if tid in previous.codec:
+                    ended_codec.add(tid)
+    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(), threads,
+                    [c.counters() for c in check.cameras], frozenset(codec) | ended_codec)
 
 
 class PlanCheck:
@@ -139,6 +148,7 @@ class PlanCheck:
         self.warmup_s = WARMUP_S if warmup_s is None else warmup_s
         self.started = time.monotonic()
         self._base: Snapshot | None = None
+        self._previous: Snapshot | None = None
         self._last = 0.0
         self.replanned: dict[str, Any] | None = None
         self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)" if plan.enabled
@@ -155,12 +165,13 @@ class PlanCheck:
         if now - self.started < self.warmup_s or now - self._last < SAMPLE_EVERY_S:
             return
         self._last = now
+        self._previous = take_snapshot(self, self._previous)
         if self._base is None:
-            self._base = take_snapshot(self)
+            self._base = self._previous
             return
         if now - self._base.wall < MIN_WINDOW_S:
             return
-        self.evaluate(self._base, take_snapshot(self))
+        self.evaluate(self._base, self._previous)
 
     def evaluate(self, base: Snapshot, snap: Snapshot) -> None:
         """Judge the plan on what happened between ``base`` and ``snap`` (sets :attr:`result`,

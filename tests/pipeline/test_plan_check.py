@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -120,6 +121,28 @@ def test_ffmpeg_decoding_threads_count_as_decoding_not_inference() -> None:
     assert check.observed["decode_ms"][0] == pytest.approx(3000 / 510, rel=0.01)
     # 14 s of CPU less 4 s of these threads, over 500 inferences
     assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)
+
+
+def test_a_thread_that_ended_keeps_its_cpu_time_in_later_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's reader ends before its last frames are decoded: the decode cost stays known
+    to the end of the run, and the reader's CPU time is not taken for inference."""
+    check, cam = _check(ms=20.0, replan=False)
+    cpu = {101: 0.2, 102: 2.0, 103: 1.0, 201: 0.5}  # 201: an FFmpeg frame thread
+    monkeypatch.setattr(plan_check, "thread_cpu_s", lambda tid: cpu.get(tid))
+    monkeypatch.setattr(plan_check, "ffmpeg_decoder_threads", lambda: {t: c for t, c in cpu.items() if t == 201})
+    first = plan_check.take_snapshot(check)
+    assert first.threads == cpu and first.codec == {201}
+    del cpu[101], cpu[201]  # the reader and the frame thread end
+    cpu[102] = 4.0
+    assert set(plan_check.take_snapshot(check).threads) == {102, 103}  # without the last snapshot: lost
+    later = plan_check.take_snapshot(check, first)
+    assert later.threads == {101: 0.2, 102: 4.0, 103: 1.0, 201: 0.5} and later.codec == {201}
+
+    base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0, 201: 0.0}, [_counters(0, 0, 0.0, 0.0, 0)],
+                    frozenset({201}))
+    check.evaluate(base, replace(later, wall=10.0, cpu=15.7, machine=15.7, cams=[_counters(500, 500, 8.0, 0.1, 500)]))
+    assert check.observed["decode_ms"][0] == pytest.approx(1000 * (0.2 + 4.0 + 0.5) / 500)
+    assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)  # 15.7 - 5.7 s over 500
 
 
 def test_ffmpeg_decoding_threads_are_found_by_name(tmp_path: Path) -> None:
