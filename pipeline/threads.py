@@ -5,10 +5,10 @@ per compiled model), FFmpeg (per decoder, "auto" = one frame thread per core
 plus one), OpenCV (one global pool), numpy's BLAS, and ONNX Runtime or PyTorch
 when a user stage brings them.  Left alone, each sizes itself to the whole
 machine.  :func:`plan_for_graph` measures what the pipeline's parts cost on this
-machine (:mod:`pipeline.costs`: decode per frame of each source, host work per
-frame (input preparation, until a run has observed the whole of it), each CPU
-model's inference on one thread; cached per machine) and shares
-the cores given to vapipe (``--cores``, default the process's CPU affinity,
+machine (:mod:`pipeline.graph_costs`: decode per frame of each source, host work
+per frame (input preparation, until a run has observed the whole of it), each CPU
+model's inference on one thread; cached per machine by :mod:`pipeline.costs`) and
+shares the cores given to vapipe (``--cores``, default the process's CPU affinity,
 capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
 * **decoder threads per source** (FFmpeg ``thread_count``): 1, more when decoding
@@ -44,11 +44,10 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, host_key, measure_decode,
-                    measure_host, measure_model, model_cost, model_key, objects_key)
-from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo, ThreadPlan, plan_threads
-from .precision import Precision, with_hint
-from .precision import choose as choose_precision
+from .costs import CostCache
+from .graph_costs import measure_graph, non_negative_int, stage_params, with_cost
+from .planner import InferInfo, ThreadPlan, plan_threads
+from .precision import with_hint
 
 __all__ = ["InferInfo", "ThreadPlan", "available_cores", "plan_threads", "plan_for_graph", "plan_overrides",
            "apply_global", "ort_session_options", "OV_THREAD_KEYS", "infer_infos"]
@@ -62,8 +61,6 @@ OV_THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS")
 #: would share core 0 and run one after the other (two 1 x 1 models: 2.0x the time of one
 #: model's inferences where unpinned they take 1.0x); the planner measures unpinned too
 PLANNED_OV_CONFIG = {"ENABLE_CPU_PINNING": False}
-#: source size assumed for planning when a live source's size is not known yet
-ASSUMED_SOURCE_WH = (1920, 1080)
 
 
 def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) -> list[InferInfo]:
@@ -76,16 +73,16 @@ def infer_infos(graph: Any, overrides: dict[str, dict[str, Any]] | None = None) 
         # OpenVINO stages: inference stages that take compile properties
         if not issubclass(cls, InferStage) or "config" not in cls.Params.model_fields:
             continue
-        params = _params(graph, name, overrides)
+        params = stage_params(graph, name, overrides)
         fields = cls.Params.model_fields
         device = str(params.get("device", fields["device"].default if "device" in fields else "CPU"))
         hint = str(params.get("hint", fields["hint"].default if "hint" in fields else "THROUGHPUT"))
         config = {str(k).upper(): v for k, v in (params.get("config") or {}).items()}
         user = any(k in OV_THREAD_KEYS for k in config)
         out.append(InferInfo(name=name, device=device, hint=hint, user_config=user,
-                             user_threads=_int(config.get("INFERENCE_NUM_THREADS")),
-                             user_streams=_int(config.get("NUM_STREAMS")),
-                             user_requests=_int(params.get("requests")) > 0,
+                             user_threads=non_negative_int(config.get("INFERENCE_NUM_THREADS")),
+                             user_streams=non_negative_int(config.get("NUM_STREAMS")),
+                             user_requests=non_negative_int(params.get("requests")) > 0,
                              engine=str(params.get("engine", "openvino"))))
     return out
 
@@ -103,8 +100,8 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
     """
     uris = list(sources) if not isinstance(sources, int) else []
     count = len(uris) if uris else max(1, int(sources))
-    src = _params(graph, graph.source, overrides)
-    user_dec = _int(src["threads"]) if "threads" in src else None
+    src = stage_params(graph, graph.source, overrides)
+    user_dec = non_negative_int(src["threads"]) if "threads" in src else None
     infos = infer_infos(graph, overrides)
     if cores is not None and int(cores) == 0:
         return plan_threads(0, count, infos, decoder_threads=user_dec)
@@ -113,175 +110,16 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
     if not measure:
         return plan_threads(cores, count, infos, needs_image, user_dec)
     cache = costs if costs is not None else CostCache()
-    measured = _measure(graph, stages, uris, needs_image, overrides, cache)
+    measured = measure_graph(graph, stages, uris, needs_image, overrides, cache)
     if measured.failures:
         log.info("planning with assumed costs for %s", "; ".join(measured.failures))
-    infos = [_with_cost(i, measured, graph.spec.name, cache) for i in infos]
+    infos = [with_cost(i, measured, graph.spec.name, cache) for i in infos]
     plan = plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
                         host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders,
                         host_origin=measured.host_origin)
     plan.host_key = measured.host_key
     return plan
 
-
-class _Measured:
-    def __init__(self) -> None:
-        self.encoders: list[EncoderInfo] = []
-        self.decode_ms: list[float] = []
-        self.decode_origin = "assumed"
-        self.host_ms: float | None = None
-        self.host_origin = "assumed"
-        self.host_key: str | None = None  # where a run keeps the host work it observed
-        self.models: dict[str, tuple[float, str, ModelProbe, Precision | None]] = {}
-        self.failures: list[str] = []  # what could not be measured (the run itself reports why)
-
-
-def _measure(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: bool,
-             overrides: dict[str, dict[str, Any]] | None, cache: CostCache) -> _Measured:
-    from .stage import InferStage
-
-    out = _Measured()
-    frames: dict[str, Any] = {}
-    src_wh = None
-    origins = set()
-    decoded: dict[str, float] = {}
-    for uri in uris:
-        if uri not in decoded:
-            try:
-                ms, wh, frame, origin = _decode_cost(graph, uri, needs_image, overrides, cache)
-            except Exception as exc:  # noqa: BLE001 - a source that cannot be read fails the run itself
-                out.failures.append(f"source {uri}: {exc}")
-                ms, wh, frame, origin = ASSUMED_DECODE_MS, None, None, "assumed"
-            decoded[uri] = ms
-            origins.add(origin)
-            if frame is not None:
-                frames[uri] = frame
-            src_wh = src_wh or wh
-        out.decode_ms.append(decoded[uri])
-    if origins:
-        out.decode_origin = "/".join(sorted(origins))
-    src_wh = src_wh or ASSUMED_SOURCE_WH
-    host = 0.0
-    host_known = False
-    for name, st in stages.items():
-        if not isinstance(st, InferStage):
-            continue
-        try:
-            probe = st.planning_probe(src_wh)
-            if probe is None or not probe.on_cpu:
-                continue
-            probe, entry, origin, precision = choose_precision(probe, lambda p: model_cost(p, cache, measure_model))
-            key = model_key(probe)
-        except Exception as exc:  # noqa: BLE001 - a model that cannot be read fails the stage's open
-            out.failures.append(f"stage {name}: {exc}")
-            continue
-        out.models[name] = (float(entry["ms"]), origin, probe, precision)
-        if not uris:
-            continue
-        hkey = f"host|{decode_key(uris[0], needs_image)}|{key}"
-        value = cache.get(hkey)
-        if not isinstance(value, (int, float)):
-            try:
-                frame = frames.get(uris[0]) or _first_frame(graph, uris[0], overrides)
-                frames[uris[0]] = frame
-                fn = st.planning_host(frame, tuple(entry["input_hw"])) if frame is not None else None
-                value = None if fn is None else round(measure_host(fn), 4)
-            except Exception as exc:  # noqa: BLE001
-                out.failures.append(f"host work of {name}: {exc}")
-                value = None
-            if value is not None:
-                cache.put(hkey, value)
-        if isinstance(value, (int, float)):
-            host += float(value)
-            host_known = True
-    if host_known:
-        out.host_ms = host + HOST_OVERHEAD_MS * sum(1 for s in stages.values() if isinstance(s, InferStage))
-        out.host_origin = "measured"
-    if uris:
-        # a run's observed host work (every stage's share of the worker, with the objects it met)
-        # replaces the estimate from input preparation alone
-        out.host_key = host_key({name: [graph.graph.nodes[name]["spec"].type, _params(graph, name, overrides)]
-                                 for name in stages if name != graph.source}, src_wh)
-        seen = cache.get(out.host_key)
-        if isinstance(seen, (int, float)):
-            out.host_ms, out.host_origin = float(seen), "observed"
-    for name, st in stages.items():
-        probe_cost = st.planning_cost(src_wh)
-        if probe_cost is None:
-            continue
-        user = _params(graph, name, overrides).get("threads")
-        try:
-            key, measure = probe_cost
-            ms, origin = cache.cached(key, lambda measure=measure: round(float(measure()), 4))
-            out.encoders.append(EncoderInfo(name, float(ms), origin, _int(user) if user is not None else None))
-        except Exception as exc:  # noqa: BLE001 - an encoder that cannot start fails the stage itself
-            out.failures.append(f"stage {name}: {exc}")
-            out.encoders.append(EncoderInfo(name, None, "assumed", _int(user) if user is not None else None))
-    return out
-
-
-#: worker-thread bookkeeping per inference stage and frame beyond input preparation (queue
-#: hand-offs, result mapping); the runtime check observes the real host cost
-HOST_OVERHEAD_MS = 0.2
-
-
-def _probe_source(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None, opened: bool) -> Any:
-    """The pipeline's source stage for ``uri`` on one decoder thread, without looping or pacing."""
-    cls = graph.classes()[graph.source]
-    fields = cls.Params.model_fields
-    params = {k: v for k, v in {**_params(graph, graph.source, overrides), "uri": uri}.items() if k in fields}
-    if opened:
-        params.update({k: v for k, v in (("threads", 1), ("loop", False), ("realtime", False)) if k in fields})
-    source = cls(cls.Params(**params), name=graph.source)
-    if opened:
-        source.open()
-    return source
-
-
-def _first_frame(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> Any:
-    source = _probe_source(graph, uri, overrides, opened=True)
-    try:
-        for unit in source.units():
-            frames = source.decode_unit(unit)
-            if frames or unit is None:
-                return frames[0] if frames else None
-    finally:
-        source.close()
-    return None
-
-
-def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, dict[str, Any]] | None,
-                 cache: CostCache) -> tuple[float, tuple[int, int] | None, Any, str]:
-    """(ms per frame, source size, a decoded frame or None, origin) of one source."""
-    key = decode_key(uri, needs_image)
-    entry = cache.get(key)
-    connects = not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
-    if isinstance(entry, dict) and "ms" in entry:
-        wh = (int(entry.get("width", 0)), int(entry.get("height", 0))) if entry.get("width") else None
-        return float(entry["ms"]), wh, None, "observed" if connects else "cached"
-    if connects:  # a camera or stream is not probed before it connects: assumed until a run observes it
-        return ASSUMED_DECODE_MS, None, None, "assumed"
-    cache.measurements += 1
-    ms, frame = measure_decode(uri, needs_image, lambda u: _probe_source(graph, u, overrides, opened=True))
-    wh = (frame.width, frame.height) if frame is not None else None
-    cache.put(key, {"ms": round(ms, 4), "width": wh[0] if wh else 0, "height": wh[1] if wh else 0})
-    return ms, wh, frame, "measured"
-
-
-def _with_cost(info: InferInfo, measured: _Measured, pipeline: str, cache: CostCache) -> InferInfo:
-    from dataclasses import replace
-
-    hit = measured.models.get(info.name)
-    if hit is None:
-        return info
-    ms, origin, probe, precision = hit
-    per_frame = probe.per_frame
-    if per_frame is None:
-        seen = cache.get(objects_key(pipeline, info.name))
-        objects = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
-        per_frame = objects * probe.per_object
-    return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None,
-                   per_object=probe.per_object, precision=precision)
 
 
 def plan_overrides(plan: ThreadPlan, graph: Any,
@@ -294,7 +132,7 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
         return out
     src = graph.source
     src_cls = graph.classes()[src]
-    if "threads" in src_cls.Params.model_fields and "threads" not in _params(graph, src, overrides):
+    if "threads" in src_cls.Params.model_fields and "threads" not in stage_params(graph, src, overrides):
         out.setdefault(src, {})["threads"] = plan.decoder_threads
     classes = graph.classes()
     for name, enc in plan.encoders.items():
@@ -303,18 +141,18 @@ def plan_overrides(plan: ThreadPlan, graph: Any,
     for name, cfg in plan.infer.items():
         if name in plan.user_set or "config" not in classes[name].Params.model_fields:
             continue
-        params = _params(graph, name, overrides)
+        params = stage_params(graph, name, overrides)
         user = dict(params.get("config") or {})
         if any(str(k).upper() in OV_THREAD_KEYS for k in user):
             continue
         out.setdefault(name, {})["config"] = {**cfg, **PLANNED_OV_CONFIG, **user}
         fields = classes[name].Params.model_fields
-        if name in plan.requests and "requests" in fields and not _int(params.get("requests")):
+        if name in plan.requests and "requests" in fields and not non_negative_int(params.get("requests")):
             out[name]["requests"] = plan.requests[name]
     for name, hint in plan.precision.items():  # chosen by measurement, also where the user set threads
         if "config" not in classes[name].Params.model_fields:
             continue
-        config = out.get(name, {}).get("config") or dict(_params(graph, name, overrides).get("config") or {})
+        config = out.get(name, {}).get("config") or dict(stage_params(graph, name, overrides).get("config") or {})
         out.setdefault(name, {})["config"] = with_hint(config, hint)
     return out
 
@@ -346,13 +184,6 @@ def cgroup_cpu_quota() -> float | None:
         return None
 
 
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
 def _cv2_threads() -> int:
     try:
         import cv2
@@ -360,10 +191,6 @@ def _cv2_threads() -> int:
         return int(cv2.getNumThreads())
     except ImportError:  # pragma: no cover
         return 1
-
-
-def _params(graph: Any, name: str, overrides: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    return {**graph.graph.nodes[name]["spec"].params, **((overrides or {}).get(name, {}))}
 
 
 # --------------------------------------------------------------------------------------------

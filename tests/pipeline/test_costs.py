@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import threads
+from pipeline import graph_costs, threads
 from pipeline.config import load_config
 from pipeline.costs import CostCache, ModelProbe, measure_model
 from pipeline.engine import InputSpec
@@ -59,7 +59,7 @@ def test_the_second_start_measures_nothing(tmp_path: Path, monkeypatch: pytest.M
         raise AssertionError("measured again although the costs are cached")
 
     for name in ("measure_model", "measure_decode", "measure_host"):
-        monkeypatch.setattr(threads, name, refuse)
+        monkeypatch.setattr(graph_costs, name, refuse)
     second_cache = CostCache(tmp_path / "costs.json")
     second = threads.plan_for_graph(graph, [SCENE], cores=2, costs=second_cache)
     assert second_cache.measurements == 0 and second_cache.hits >= 3

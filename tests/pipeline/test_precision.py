@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import precision, threads
+from pipeline import graph_costs, precision
 from pipeline.config import load_config
 from pipeline.costs import CostCache, ModelProbe
 from pipeline.engine import InputSpec
@@ -82,7 +82,7 @@ def test_the_plan_compiles_at_the_chosen_precision_and_the_users_hint_wins(tmp_p
         ms = {"face_detect": (4.0, 2.0), "landmarks": (1.0, 2.0)}[probe.stage][f32]
         return {"ms": ms, "input_hw": [128, 128] if probe.stage == "face_detect" else [192, 192]}
 
-    monkeypatch.setattr(threads, "measure_model", measure)
+    monkeypatch.setattr(graph_costs, "measure_model", measure)
     graph = _graph("faces")
     plan = plan_for_graph(graph, [SCENE], cores=2, costs=CostCache(tmp_path / "costs.json"))
     assert plan.precision == {"face_detect": "f32"}

@@ -176,17 +176,17 @@ def test_a_reclassifying_region_model_is_planned_for_the_share_of_objects_it_run
     observes is stored back as objects (not as its own inferences)."""
     from pipeline.costs import CostCache, ModelProbe, objects_key
     from pipeline.plan_check import PlanCheck
-    from pipeline.threads import _Measured, _with_cost
+    from pipeline.graph_costs import Measured, with_cost
     from stages._reclassify import ONCE_PER_TRACK_SHARE, reclassified_share
 
     cache = CostCache(tmp_path / "costs.json", machine="test")
     cache.put(objects_key("faces", "landmarks"), 2.0)
-    measured = _Measured()
+    measured = Measured()
     for every in (1, 3, 0):
         probe = ModelProbe("landmarks", Path("m.xml"), None, "CPU", "THROUGHPUT", {}, per_frame=None,
                            per_object=reclassified_share(every))
         measured.models["landmarks"] = (2.5, "measured", probe, None)
-        info = _with_cost(InferInfo("landmarks"), measured, "faces", cache)
+        info = with_cost(InferInfo("landmarks"), measured, "faces", cache)
         want = {1: 2.0, 3: 2.0 / 3, 0: 2.0 * ONCE_PER_TRACK_SHARE}[every]
         assert info.objects and abs(info.per_frame - want) < 1e-9 and abs(info.frame_ms - 2.5 * want) < 1e-9
 
