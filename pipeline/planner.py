@@ -55,7 +55,7 @@ ASSUMED_DECODE_MS = 4.0
 ASSUMED_HOST_MS = 0.5
 ASSUMED_INFER_MS = 10.0
 ASSUMED_ENCODE_MS = 8.0
-#: a decoder frame thread is added, or encoding moved off the worker, only if it raises the
+#: a decoder frame thread is added, or encoding moved off the worker, when it raises the
 #: predicted rate this much
 THREAD_GAIN = 1.10
 #: ... or if the decoder threads would otherwise be busier than this at the predicted rate: a
@@ -141,7 +141,7 @@ class ThreadPlan:
     decoder_nice: int = 0                     # decoders' nice value while ahead of inference
     decode_ms: list[float] = field(default_factory=list)   # per source
     decode_origin: str = "assumed"
-    host_ms: float = ASSUMED_HOST_MS            # per frame on a camera's worker thread
+    host_ms: float = ASSUMED_HOST_MS          # per frame on a camera's worker thread
     host_origin: str = "assumed"              # assumed, measured (input preparation) or observed (a run)
     host_key: str | None = None               # cost-cache key under which a run keeps the host work it saw
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> ms, per_frame, origin, cores
@@ -216,8 +216,7 @@ class ThreadPlan:
             lines.append(f"  ffmpeg   {name} {e['ms']:.2f} ms/frame ({e['origin']}) -> {where}"
                          f"{' (set)' if name in self.user_set else ''}, {e['cores']:.2f} cores")
         lines.append(f"  opencv   {self.cv2_threads} thread; host {self.host_ms:.2f} ms/frame ({self.host_origin}) "
-                     f"per camera, "
-                     f"{self.sources * per_cam * self.host_ms / 1000.0:.2f} cores")
+                     f"per camera, {self.sources * per_cam * self.host_ms / 1000.0:.2f} cores")
         return "\n".join(lines)
 
     def _engine(self, name: str) -> str:
