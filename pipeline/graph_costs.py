@@ -45,12 +45,13 @@ class Measured:
         self.host_ms: float | None = None
         self.host_origin = "assumed"
         self.host_key: str | None = None  # where a run keeps the host work it observed
+        self.paced = False  # a source delivers frames at its own pace (camera, stream, real-time file)
         self.models: dict[str, tuple[float, str, ModelProbe, Precision | None]] = {}
         self.failures: list[str] = []  # what could not be measured (the run itself reports why)
 
 
 def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_image: bool,
-             overrides: dict[str, dict[str, Any]] | None, cache: CostCache) -> Measured:
+                  overrides: dict[str, dict[str, Any]] | None, cache: CostCache) -> Measured:
     from .stage import InferStage
 
     out = Measured()
@@ -67,6 +68,7 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
                 ms, wh, frame, origin = ASSUMED_DECODE_MS, None, None, "assumed"
             decoded[uri] = ms
             origins.add(origin)
+            out.paced = out.paced or _paced(graph, uri, overrides)
             if frame is not None:
                 frames[uri] = frame
             src_wh = src_wh or wh
@@ -163,12 +165,24 @@ def _first_frame(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | No
     return None
 
 
+def _connects(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> bool:
+    """True for a source that is not probed before it connects (a camera or stream)."""
+    return not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
+
+
+def _paced(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> bool:
+    """True for a source that delivers frames at its own pace: a camera or stream, or a file
+    read in real time."""
+    source = _probe_source(graph, uri, overrides, opened=False)
+    return not getattr(source, "can_probe", True) or bool(getattr(source.params, "realtime", False))
+
+
 def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, dict[str, Any]] | None,
                  cache: CostCache) -> tuple[float, tuple[int, int] | None, Any, str]:
     """(ms per frame, source size, a decoded frame or None, origin) of one source."""
     key = decode_key(uri, needs_image)
     entry = cache.get(key)
-    connects = not getattr(_probe_source(graph, uri, overrides, opened=False), "can_probe", True)
+    connects = _connects(graph, uri, overrides)
     if isinstance(entry, dict) and "ms" in entry:
         wh = (int(entry.get("width", 0)), int(entry.get("height", 0))) if entry.get("width") else None
         return float(entry["ms"]), wh, None, "observed" if connects else "cached"

@@ -246,7 +246,8 @@ class PlanCheck:
             infos.append(info)
         return plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
                             decode_ms=decode_ms or None, host_ms=1000.0 * host_cpu / processed,
-                            decode_origin="observed", host_origin="observed")
+                            decode_origin="observed", host_origin="observed",
+                            paced=any(c.paced for c in self.cameras))
 
     def _verdict(self, util: float, behind: float, starving: float, candidate: ThreadPlan,
                  others: float | None) -> str:

@@ -239,14 +239,17 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
                  needs_image: bool = False, decoder_threads: int | None = None,
                  decode_ms: Sequence[float] | float | None = None, host_ms: float | None = None,
                  decode_origin: str | None = None, encoders: Iterable[EncoderInfo] = (),
-                 host_origin: str | None = None) -> ThreadPlan:
+                 host_origin: str | None = None, paced: bool = False) -> ThreadPlan:
     """Share ``cores`` between the decoders of ``sources`` sources and the inference stages ``infer``.
 
     ``cores=0`` disables the plan (every runtime keeps its defaults); None: the CPU affinity.
     ``decoder_threads`` is the user's choice of decoder threads, if any (0 = FFmpeg's automatic
     choice).  ``decode_ms`` (per source, or one value for all) and ``host_ms`` are CPU ms per
     frame; missing costs are assumed (ASSUMED_*); ``host_origin`` says where ``host_ms`` came
-    from.  ``needs_image`` is recorded in the notes.
+    from.  ``paced``: a source delivers frames at its own pace (a camera or stream), so a decoder
+    busy at the predicted rate is not busy at the camera's, and a frame thread would only add a
+    frame of latency: decoder threads then rise only where decoding binds the rate.
+    ``needs_image`` is recorded in the notes.
     """
     from .threads import _cv2_threads, available_cores
 
@@ -298,7 +301,7 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         r, bound = rate(t_dec, own)
     while decoder_threads is None and sources * (t_dec + 1) <= cores:
         r2, b2 = rate(t_dec + 1, own)
-        busy = r * max(d) / (1000.0 * t_dec)
+        busy = 0.0 if paced else r * max(d) / (1000.0 * t_dec)
         if not (bound == "decode" and r2 >= r * THREAD_GAIN) and busy <= DECODER_BUSY_MAX:
             break
         t_dec, r, bound = t_dec + 1, r2, b2

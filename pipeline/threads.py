@@ -13,7 +13,7 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
 * **decoder threads per source** (FFmpeg ``thread_count``): 1, more when decoding
   binds the rate and a frame thread would raise it by 10 %, or when one thread would
-  be busy more than 85 % of the time;
+  be busy more than 85 % of the time (not for cameras and streams, which set the pace);
 * **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
   each model's share of the work needs, as single-threaded streams, unpinned
   (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same
@@ -116,7 +116,7 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
     infos = [with_cost(i, measured, graph.spec.name, cache) for i in infos]
     plan = plan_threads(cores, count, infos, needs_image, user_dec, decode_ms=measured.decode_ms or None,
                         host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders,
-                        host_origin=measured.host_origin)
+                        host_origin=measured.host_origin, paced=measured.paced)
     plan.host_key = measured.host_key
     return plan
 

@@ -141,3 +141,12 @@ def test_the_host_work_a_run_observed_is_planned_with_on_the_next_start(tmp_path
     other = threads.plan_for_graph(graph, [SCENE], cores=2, overrides={"person_detect": {"every": 3}},
                                    costs=CostCache(tmp_path / "costs.json"))
     assert other.host_origin == "measured" and other.host_key != first.host_key
+
+
+def test_cameras_streams_and_real_time_files_count_as_paced() -> None:
+    from pipeline.graph_costs import _paced
+
+    graph = _graph("persons")
+    assert not _paced(graph, SCENE, None)
+    assert _paced(graph, SCENE, {"decode": {"realtime": True}})
+    assert _paced(graph, "rtsp://127.0.0.1:8554/cam", None)

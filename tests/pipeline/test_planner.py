@@ -93,6 +93,9 @@ def test_a_decoder_that_would_never_idle_gets_a_second_thread() -> None:
     assert plan.decoder_threads == 1
     plan = plan_threads(2, 2, faces, decode_ms=4.95, host_ms=1.87)  # no core left for a second one
     assert plan.decoder_threads == 1
+    # a camera delivers at its own pace: the decoder is not busy at the predicted rate, and a
+    # frame thread would only delay every frame by one
+    assert plan_threads(2, 1, faces, decode_ms=4.95, host_ms=1.87, paced=True).decoder_threads == 1
 
 
 def test_user_threads_and_requests_are_kept() -> None:
