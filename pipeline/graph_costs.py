@@ -63,12 +63,12 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
         if uri not in decoded:
             try:
                 ms, wh, frame, origin = _decode_cost(graph, uri, needs_image, overrides, cache)
+                out.paced = out.paced or _paced(graph, uri, overrides)
             except Exception as exc:  # noqa: BLE001 - a source that cannot be read fails the run itself
                 out.failures.append(f"source {uri}: {exc}")
                 ms, wh, frame, origin = ASSUMED_DECODE_MS, None, None, "assumed"
             decoded[uri] = ms
             origins.add(origin)
-            out.paced = out.paced or _paced(graph, uri, overrides)
             if frame is not None:
                 frames[uri] = frame
             src_wh = src_wh or wh
@@ -76,6 +76,14 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
     if origins:
         out.decode_origin = "/".join(sorted(origins))
     src_wh = src_wh or ASSUMED_SOURCE_WH
+    observed = None
+    if uris:
+        # a run's observed host work (every stage's share of the worker, with the objects it met)
+        # replaces the estimate from input preparation alone, which is then not measured
+        out.host_key = host_key({name: [graph.graph.nodes[name]["spec"].type, stage_params(graph, name, overrides)]
+                                 for name in stages if name != graph.source}, src_wh)
+        seen = cache.get(out.host_key)
+        observed = float(seen) if isinstance(seen, (int, float)) else None
     host = 0.0
     host_known = False
     for name, st in stages.items():
@@ -91,7 +99,7 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
             out.failures.append(f"stage {name}: {exc}")
             continue
         out.models[name] = (float(entry["ms"]), origin, probe, precision)
-        if not uris:
+        if not uris or observed is not None:
             continue
         hkey = f"host|{decode_key(uris[0], needs_image)}|{key}"
         value = cache.get(hkey)
@@ -109,17 +117,11 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
         if isinstance(value, (int, float)):
             host += float(value)
             host_known = True
-    if host_known:
+    if observed is not None:
+        out.host_ms, out.host_origin = observed, "observed"
+    elif host_known:
         out.host_ms = host + HOST_OVERHEAD_MS * sum(1 for s in stages.values() if isinstance(s, InferStage))
         out.host_origin = "measured"
-    if uris:
-        # a run's observed host work (every stage's share of the worker, with the objects it met)
-        # replaces the estimate from input preparation alone
-        out.host_key = host_key({name: [graph.graph.nodes[name]["spec"].type, stage_params(graph, name, overrides)]
-                                 for name in stages if name != graph.source}, src_wh)
-        seen = cache.get(out.host_key)
-        if isinstance(seen, (int, float)):
-            out.host_ms, out.host_origin = float(seen), "observed"
     for name, st in stages.items():
         probe_cost = st.planning_cost(src_wh)
         if probe_cost is None:
@@ -173,8 +175,7 @@ def _connects(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None)
 def _paced(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> bool:
     """True for a source that delivers frames at its own pace: a camera or stream, or a file
     read in real time."""
-    source = _probe_source(graph, uri, overrides, opened=False)
-    return not getattr(source, "can_probe", True) or bool(getattr(source.params, "realtime", False))
+    return _connects(graph, uri, overrides) or bool(stage_params(graph, graph.source, overrides).get("realtime"))
 
 
 def _decode_cost(graph: Any, uri: str, needs_image: bool, overrides: dict[str, dict[str, Any]] | None,

@@ -55,11 +55,11 @@ def line_crop(frame: Any, quad: np.ndarray) -> np.ndarray:
     and recognition stages read the same line.  The crop is read-only (shared)."""
     q = np.asarray(quad, np.float32).reshape(4, 2)
     crops = frame.attrs.setdefault(CROPS_KEY, {})
-    crop = crops.get(q.tobytes())
+    key = q.tobytes()
+    crop = crops.get(key)
     if crop is None:
-        crop = crop_quad(frame.image(), q)
+        crop = crops[key] = crop_quad(frame.image(), q)
         crop.flags.writeable = False
-        crops[q.tobytes()] = crop
     return crop
 
 
