@@ -205,6 +205,7 @@ class Camera:
                 except Closed:
                     break
                 if unit is _END:
+                    self._note_missing_frames()
                     break
                 for frame in self._decode(unit):
                     if not self._take(frame):
@@ -270,10 +271,23 @@ class Camera:
                     executor.feed(frame)
                 if stop:
                     break
+            else:
+                self._note_missing_frames()
         except Exception as exc:  # noqa: BLE001
             self._fail(exc, "worker")
         finally:
             self.stats.ended = time.monotonic()
+
+    def _note_missing_frames(self) -> None:
+        """At the end of a source that was read to its end: count the frames its header
+        announced that never came (a file cut short), beyond 1 % or 2 frames."""
+        stopped = self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set()
+        total, got = self.stats.total, self.stats.decoded
+        if stopped or self.stats.error is not None or not total or total - got <= max(2, total // 100):
+            return
+        self.stats.missing_frames = total - got
+        log.warning("source %r ended after %d of the %d frames it announced (file cut short?)",
+                    self.source_id, got, total)
 
     def _output(self, frame: Frame) -> None:
         self.stats.frame_out(frame.captured_ns, frame.seq)

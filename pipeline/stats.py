@@ -66,6 +66,7 @@ class SourceStats:
     ended: float | None = None
     error: str | None = None
     decode_errors: int = 0
+    missing_frames: int = 0  # frames a source announced (file header) that never came: the file ends early
     events: dict[str, int] = field(default_factory=dict)      # live-source state changes by state
     reconnect_s: list[float] = field(default_factory=list)    # down time of each reconnect
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
@@ -97,6 +98,7 @@ class SourceStats:
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "frames": self.processed, "decoded": self.decoded, "fps": round(self.fps, 2),
                 "dropped": self.dropped, "skipped_errors": self.skipped_errors, "decode_errors": self.decode_errors,
+                "missing_frames": self.missing_frames,
                 "events": dict(self.events), "reconnect_s": [round(x, 3) for x in self.reconnect_s],
                 "decoder_priority_changes": self.decoder_priority_changes, "priority": self.priority,
                 "last_seq": self.last_seq,
@@ -144,6 +146,9 @@ class RunSummary:
             notes = []
             if s.decode_errors or s.skipped_errors:
                 notes.append(f"decode errors {s.decode_errors}, frames skipped on stage errors {s.skipped_errors}")
+            if s.missing_frames:
+                notes.append(f"ended after {s.decoded} of the {s.total} frames the source announced "
+                             "(file cut short?)")
             if s.events:
                 notes.append("events " + ", ".join(f"{k} {v}" for k, v in s.events.items()))
             if s.reconnect_s:

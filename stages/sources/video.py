@@ -46,6 +46,9 @@ class VideoReader(Reader):
         try:
             self.container = av.open(uri, format=fmt, timeout=timeouts, options=options or {})
         except (av.error.FFmpegError, OSError) as exc:
+            if "://" not in uri and fmt is None and unfinished_mp4(uri):
+                raise SourceError(f"cannot open source {uri}: the file has media data but no index ('moov' box): "
+                                  "its recording was not finished") from None
             # the kind of source is clear for URLs and cameras: no list of valid ones
             hint = "" if "://" in uri or fmt == "v4l2" else (
                 f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
@@ -183,6 +186,34 @@ class VideoReader(Reader):
             self.container.close()
         except Exception:  # noqa: BLE001 - closing a broken container
             pass
+
+
+def unfinished_mp4(path: str) -> bool:
+    """True for an ISO base media file (MP4, MOV, M4V) with media data ('mdat') but without
+    the index that says where its frames are ('moov'): what a writer leaves when it is stopped
+    before it finishes the file.  Only the top-level boxes are read."""
+    kinds: set[bytes] = set()
+    try:
+        with open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+            pos = 0
+            for _ in range(10_000):
+                if pos + 8 > end:
+                    break
+                f.seek(pos)
+                head = f.read(16)
+                size, kind = int.from_bytes(head[:4], "big"), head[4:8]
+                if size == 1 and len(head) == 16:  # 64-bit size
+                    size = int.from_bytes(head[8:16], "big")
+                elif size == 0:  # to the end of the file
+                    size = end - pos
+                if size < 8:
+                    break
+                kinds.add(kind)
+                pos += size
+    except OSError:
+        return False
+    return b"ftyp" in kinds and b"mdat" in kinds and b"moov" not in kinds
 
 
 def _owned_copy(packet: Any) -> Any:

@@ -7,8 +7,10 @@ stderr naming what is wrong; never a traceback.
 Decisions:
 
 * A truncated MP4 whose index ('moov') comes first is a normal run: every
-  frame before the cut is processed, the outputs are complete, exit 0.  One
-  whose index was cut off cannot be opened: one line naming the file, exit 1.
+  frame before the cut is processed, the outputs are complete, exit 0; the
+  frames the index announces that never came are counted (``missing_frames``)
+  and one warning says the file was cut short.  One whose index was cut off
+  cannot be opened: one line naming the file and the missing index, exit 1.
 * Damaged data in the middle of a video is concealed by the decoder: the
   affected frames are still passed on and counted as ``decode_errors``; frames
   after the damage are processed normally.
@@ -59,12 +61,15 @@ def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path,
     clip = truncated_copy(make_clip(INDEXED), tmp_path / "cut.mp4", 0.6)
     out = tmp_path / "out"
     proc = succeeded(vapipe(env, "run", "faces", "--source", clip, "--output", out, "--json", "--no-progress"))
-    assert proc.stderr == ""  # no traceback, no noise from the decoders
     src = summary(proc)["sources"][0]
     assert summary(proc)["error"] is None and src["error"] is None
     # 60 % of the bytes hold a bit more than half of the frames (the index is at the start)
     assert 0.45 * INDEXED.frames < src["frames"] < 0.65 * INDEXED.frames, src
     assert src["frames"] == src["decoded"]
+    assert src["missing_frames"] == INDEXED.frames - src["decoded"]
+    # no traceback, no noise from the decoders: one warning naming the source and the count
+    assert proc.stderr.splitlines() == [f"WARNING vapipe: source 'cut' ended after {src['decoded']} of the "
+                                        f"{INDEXED.frames} frames it announced (file cut short?)"]
     records = read_jsonl(out / "cut.jsonl")
     assert [r["seq"] for r in records] == list(range(src["frames"]))
     frames = video_frames(out / "cut.mp4")
@@ -78,7 +83,7 @@ def test_truncated_mp4_processes_every_frame_before_the_cut(env, tmp_path: Path,
 def test_truncated_mp4_without_its_index_is_one_line(env, tmp_path: Path, make_clip) -> None:
     clip = truncated_copy(make_clip(INDEX_AT_END), tmp_path / "no-index.mp4", 0.6)
     line = one_error_line(vapipe(env, "run", "persons", "--source", clip, "--output", tmp_path / "out"))
-    assert str(clip) in line
+    assert str(clip) in line and "no index ('moov' box)" in line, line
 
 
 def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, make_clip) -> None:
@@ -89,6 +94,7 @@ def test_corrupted_mp4_counts_decode_errors_and_goes_on(env, tmp_path: Path, mak
     src = summary(proc)["sources"][0]
     assert src["error"] is None
     assert src["decode_errors"] >= 1, src
+    assert src["missing_frames"] == 0  # damaged frames are concealed, not missing
     records = read_jsonl(out / "damaged.jsonl")
     assert len(records) == src["frames"] >= INDEXED.frames - 10
     seqs = [r["seq"] for r in records]
