@@ -231,8 +231,33 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
                                   f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
 
 
+def set_mapping_key(stage: StageSpec, param: str, keys: list[str], value: Any) -> None:
+    """Set one key (``keys``: its path, outer first) of the mapping parameter ``param`` of
+    ``stage``, starting from the stage's value or the parameter's default; the other keys
+    stay.  ValueError when the parameter is not a mapping."""
+    current = stage.params.get(param)
+    if current is None:
+        fields = resolve_stage_type(stage.type).Params.model_fields
+        field = fields.get(param) or next((f for f in fields.values() if f.alias == param), None)
+        default = field.get_default(call_default_factory=True) if field is not None else None
+        if hasattr(default, "model_dump"):
+            default = default.model_dump()
+        current = {} if default is None else default
+    if not isinstance(current, dict):
+        raise ValueError(f"{stage.name}.{param} is not a mapping")
+    stage.params[param] = _with_key(dict(current), keys, value)
+
+
+def _with_key(mapping: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
+    head, rest = keys[0], keys[1:]
+    inner = mapping.get(head)
+    mapping[head] = _with_key(dict(inner) if isinstance(inner, dict) else {}, rest, value) if rest else value
+    return mapping
+
+
 def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
-    """Apply ``STAGE.PARAM=VALUE`` strings (VALUE parsed as YAML) to a copy of ``spec``."""
+    """Apply ``STAGE.PARAM=VALUE`` strings (VALUE parsed as YAML) to a copy of ``spec``;
+    ``STAGE.PARAM.KEY=VALUE`` sets one key of a mapping parameter (``decode.reconnect.max_attempts=3``)."""
     spec = spec.model_copy(deep=True)
     for item in sets:
         key, eq, value = item.partition("=")
@@ -244,9 +269,19 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
         except ConfigError as exc:
             raise ConfigError(f"--set {item}: {exc}") from None
         try:
-            stage.params[param] = yaml.safe_load(value) if value else ""
+            parsed = yaml.safe_load(value) if value else ""
         except yaml.YAMLError:
-            stage.params[param] = value
+            parsed = value
+        param, _, sub = param.partition(".")
+        if sub:
+            if param not in _param_names(stage):
+                raise ConfigError(f"--set {item}: unknown parameter {param!r}; valid: {', '.join(_param_names(stage))}")
+            try:
+                set_mapping_key(stage, param, sub.split("."), parsed)
+            except ValueError as exc:
+                raise ConfigError(f"--set {item}: {exc}") from None
+        else:
+            stage.params[param] = parsed
         single = PipelineSpec(name=spec.name, stages=[stage])
         try:
             validate_pipeline(single, "--set", check_files=True)
@@ -254,6 +289,11 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
             reason = str(exc).split(f"stage {stage.name!r}: ", 1)[-1]
             raise ConfigError(f"--set {item}: {reason}") from None
     return spec
+
+
+def _param_names(stage: StageSpec) -> list[str]:
+    """The parameters of ``stage``'s type as the YAML names them (aliases where they have one)."""
+    return [f.alias or n for n, f in resolve_stage_type(stage.type).Params.model_fields.items()]
 
 
 def load_override_file(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -85,7 +85,7 @@ class Session:
         self.plan = self._plan(max(1, expected_sources), measure=False)  # measured once the sources are known
         self._overrides = self._plan_overrides(self.plan)
         self.plan_note = ""
-        self.opts.output_dir.mkdir(parents=True, exist_ok=True)
+        _make_output_dir(self.opts.output_dir)
         if process_wide:
             from .threads import apply_global
 
@@ -394,3 +394,13 @@ def _unique_ids(uris: list[str], taken: set[str]) -> list[str]:
             name, k = f"{sid}-{k}", k + 1
         out.append(name)
     return out
+
+
+def _make_output_dir(path: Any) -> None:
+    """Create the output directory (and its parents); a one-line error naming it when it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"output directory {path}: a file of that name is in the way") from None
+    except OSError as exc:
+        raise ValueError(f"output directory {path}: cannot be created: {exc.strerror or exc}") from None

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, validate_pipeline
+from pipeline.config import (ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, set_mapping_key,
+                             validate_pipeline)
 from pipeline.registry import resolve_stage_type
 
 from .security import PATH_PARAMS, Forbidden, Guard
@@ -138,13 +139,10 @@ class Catalog:
         if param == "source" or (stage_name == names[0] and param == "uri"):
             raise Forbidden(f"parameters.{key}: the source is given by 'source', not by a parameter")
         if sub:
-            current = stage.params.get(param)
-            if current is None:
-                default = fields[aliases.get(param, param)].get_default(call_default_factory=True)
-                current = dict(default) if isinstance(default, dict) else {}
-            if not isinstance(current, dict):
-                raise ValueError(f"parameters.{key}: {stage_name}.{param} is not a mapping")
-            stage.params[param] = _set_path(dict(current), sub.split("."), value)
+            try:
+                set_mapping_key(stage, param, sub.split("."), value)
+            except ValueError as exc:
+                raise ValueError(f"parameters.{key}: {exc}") from None
         else:
             stage.params[param] = value
 
@@ -178,13 +176,3 @@ class Catalog:
 def _is_path_param(name: str) -> bool:
     low = name.lower()
     return low in PATH_PARAMS or low.endswith(("_path", "_dir", "_file"))
-
-
-def _set_path(mapping: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
-    head, rest = keys[0], keys[1:]
-    if rest:
-        inner = mapping.get(head)
-        mapping[head] = _set_path(dict(inner) if isinstance(inner, dict) else {}, rest, value)
-    else:
-        mapping[head] = value
-    return mapping

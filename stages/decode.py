@@ -266,7 +266,8 @@ class Decode(SourceStage):
         policy = self.params.reconnect
         if policy.max_attempts is not None and failures >= policy.max_attempts:
             self._event("gave_up", attempts=failures, reason=reason)
-            raise SourceError(f"gave up on {self.params.uri} after {failures} attempts: {reason}")
+            tries = f"{failures} attempt" + ("s" if failures != 1 else "")
+            raise SourceError(f"gave up on {self.params.uri} after {tries}: {reason}")
         delay = policy.delay(failures - 1)
         self._event("reconnecting", attempt=failures, delay_s=round(delay, 3), reason=reason)
         self.stop_event.wait(delay)

@@ -100,3 +100,11 @@ def test_debug_shows_the_traceback(env, tmp_path: Path) -> None:
     path.write_text(str(BROKEN["tab-indented"]), encoding="utf-8")
     proc = vapipe(env, "--debug", "validate", "--config", path, timeout=30)
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_an_output_directory_that_cannot_be_made_is_one_line(env, tmp_path: Path, where: str) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    out = tmp_path / where
+    line = one_error_line(vapipe(env, "run", "persons", "--source", "testsrc://bars?frames=3", "--output", out))
+    assert line.startswith(f"vapipe: error: output directory {out}: "), line

@@ -189,7 +189,7 @@ def test_unrecognised_http_stream_is_one_line(http_server, config: Path, tmp_pat
     assert proc.returncode == 1
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("vapipe: error:")]
     assert len(errors) == 1, proc.stderr
-    assert errors[0].startswith(f"vapipe: error: gave up on {server.url} after 1 attempts: cannot open source "
+    assert errors[0].startswith(f"vapipe: error: gave up on {server.url} after 1 attempt: cannot open source "
                                 f"{server.url}: Invalid data found when processing input"), proc.stderr
     assert "Traceback" not in proc.stderr
 

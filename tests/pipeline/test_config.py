@@ -94,6 +94,23 @@ def test_overrides_change_params_and_reject_unknown_ones() -> None:
         apply_overrides(spec, ["zzz.count=1"])
 
 
+def test_an_override_can_set_one_key_of_a_mapping_parameter() -> None:
+    spec = parse_config("pipelines:\n  p:\n    stages:\n      - {name: src, type: decode, params: "
+                        "{uri: a.mp4, reconnect: {initial_s: 2.0}}}\n", "t.yaml").get("p")
+    new = apply_overrides(spec, ["src.reconnect.max_attempts=3"])
+    assert new.stages[0].params["reconnect"] == {"initial_s": 2.0, "max_attempts": 3}  # the other key stays
+    assert spec.stages[0].params["reconnect"] == {"initial_s": 2.0}
+    fresh = parse_config("pipelines:\n  p:\n    stages:\n      - {name: src, type: decode}\n", "t.yaml").get("p")
+    from_default = apply_overrides(fresh, ["src.reconnect.jitter=0"]).stages[0].params["reconnect"]
+    assert from_default["jitter"] == 0 and from_default["initial_s"] > 0  # the defaults of the other keys
+    with pytest.raises(ConfigError, match=r"--set src.threads.x=1: src.threads is not a mapping"):
+        apply_overrides(spec, ["src.threads.x=1"])
+    with pytest.raises(ConfigError, match=r"--set src.nope.x=1: unknown parameter 'nope'; valid: uri, "):
+        apply_overrides(spec, ["src.nope.x=1"])
+    with pytest.raises(ConfigError, match=r"--set src.reconnect.bogus=1: unknown parameter"):
+        apply_overrides(spec, ["src.reconnect.bogus=1"])
+
+
 def test_graph_renders_in_all_formats() -> None:
     graph = build_graph(parse_config(GOOD, "t.yaml").get("p"))
     assert "src --> sink" in graph.render("mermaid")
