@@ -231,10 +231,14 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
                                   f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
 
 
-def set_mapping_key(stage: StageSpec, param: str, keys: list[str], value: Any) -> None:
-    """Set one key (``keys``: its path, outer first) of the mapping parameter ``param`` of
-    ``stage``, starting from the stage's value or the parameter's default; the other keys
-    stay.  ValueError when the parameter is not a mapping."""
+def set_stage_param(stage: StageSpec, path: str, value: Any) -> None:
+    """Set ``PARAM`` of ``stage``, or with ``PARAM.KEY[.KEY ...]`` one key of the mapping
+    parameter ``PARAM``, starting from the stage's value or the parameter's default (the
+    other keys stay).  ValueError when ``PARAM`` is not a mapping."""
+    param, _, sub = path.partition(".")
+    if not sub:
+        stage.params[param] = value
+        return
     current = stage.params.get(param)
     if current is None:
         fields = resolve_stage_type(stage.type).Params.model_fields
@@ -245,7 +249,7 @@ def set_mapping_key(stage: StageSpec, param: str, keys: list[str], value: Any) -
         current = {} if default is None else default
     if not isinstance(current, dict):
         raise ValueError(f"{stage.name}.{param} is not a mapping")
-    stage.params[param] = _with_key(dict(current), keys, value)
+    stage.params[param] = _with_key(dict(current), sub.split("."), value)
 
 
 def _with_key(mapping: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
@@ -272,16 +276,13 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
             parsed = yaml.safe_load(value) if value else ""
         except yaml.YAMLError:
             parsed = value
-        param, _, sub = param.partition(".")
-        if sub:
-            if param not in _param_names(stage):
-                raise ConfigError(f"--set {item}: unknown parameter {param!r}; valid: {', '.join(_param_names(stage))}")
-            try:
-                set_mapping_key(stage, param, sub.split("."), parsed)
-            except ValueError as exc:
-                raise ConfigError(f"--set {item}: {exc}") from None
-        else:
-            stage.params[param] = parsed
+        head = param.partition(".")[0]
+        if head != param and head not in _param_names(stage):
+            raise ConfigError(f"--set {item}: unknown parameter {head!r}; valid: {', '.join(_param_names(stage))}")
+        try:
+            set_stage_param(stage, param, parsed)
+        except ValueError as exc:
+            raise ConfigError(f"--set {item}: {exc}") from None
         single = PipelineSpec(name=spec.name, stages=[stage])
         try:
             validate_pipeline(single, "--set", check_files=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import (ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, set_mapping_key,
+from pipeline.config import (ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, set_stage_param,
                              validate_pipeline)
 from pipeline.registry import resolve_stage_type
 
@@ -138,13 +138,10 @@ class Catalog:
         value = self.guard.parameter(key, param if not sub else sub, value)
         if param == "source" or (stage_name == names[0] and param == "uri"):
             raise Forbidden(f"parameters.{key}: the source is given by 'source', not by a parameter")
-        if sub:
-            try:
-                set_mapping_key(stage, param, sub.split("."), value)
-            except ValueError as exc:
-                raise ValueError(f"parameters.{key}: {exc}") from None
-        else:
-            stage.params[param] = value
+        try:
+            set_stage_param(stage, rest, value)
+        except ValueError as exc:
+            raise ValueError(f"parameters.{key}: {exc}") from None
 
     def _attach(self, spec: PipelineSpec, destination: dict[str, Any], tags: dict[str, Any], instance_id: str) -> None:
         meta = destination.get("metadata")
