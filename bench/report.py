@@ -34,6 +34,22 @@ def _limit_line(result: dict[str, Any]) -> str:
     return f"{'limit':<17} {result['limit_fps']:>7.1f}   = 1/(1/decode-alone + 1/infer-alone)  (infer-alone: {extra})"
 
 
+def _cpu_ms_per_frame(result: dict[str, Any], mode: str) -> float | None:
+    r = result["modes"].get(mode) or {}
+    if not r.get("fps") or r.get("cpu_util") is None:
+        return None
+    return 1000.0 * r["cpu_util"] * result["cores"] / r["fps"]
+
+
+def _work_line(result: dict[str, Any]) -> str:
+    w = result["modes"]["vapipe"]["work_ms"]
+    alone = [(m, _cpu_ms_per_frame(result, m)) for m in ("decode-alone", "infer-alone")]
+    parts = ", ".join(f"{m} {ms:.2f}" for m, ms in alone if ms is not None)
+    return (f"{'work-bound':<17} {result['work_bound_fps']:>7.1f}   = {result['cores']} cores / vapipe's CPU per frame: "
+            f"decode {w['decode']:.2f} + host {w['host']:.2f} + models {w['models']:.2f} = {sum(w.values()):.2f} ms"
+            + (f" ({parts} ms CPU per frame)" if parts else ""))
+
+
 def format_table(result: dict[str, Any]) -> str:
     """Modes (median FPS, per camera, latency, CPU, every round), the limit, thread
     plans, ratios, targets, agreement with vapipe and reading accuracy."""
@@ -44,6 +60,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines += _mode_lines(result["modes"])
     if "limit_fps" in result:
         lines.append(_limit_line(result))
+    if "work_bound_fps" in result:
+        lines.append(_work_line(result))
     shown: list[str] = []
     for m, r in result["modes"].items():   # each distinct thread plan once
         if r.get("threads") and r["threads"] not in shown:

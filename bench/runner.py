@@ -69,9 +69,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[key] for r in runs if r.get(key) is not None]
         if vals:
             out[key] = round(_median(vals), 3)
-    for key in ("region_fps", "objects_per_frame"):  # {stage: value}
-        if runs[0].get(key):
-            out[key] = {k: round(_median([r[key][k] for r in runs if k in r.get(key, {})]), 3) for k in runs[0][key]}
+    for key in ("region_fps", "objects_per_frame", "work_ms"):  # {stage or kind: value}
+        first = next((r[key] for r in runs if r.get(key)), None)
+        if first:
+            out[key] = {k: round(_median([r[key][k] for r in runs if k in (r.get(key) or {})]), 3) for k in first}
     for key in ("requests", "stages", "threads", "plan_check", "models_sha256", "version", "max_faces"):
         if key in runs[-1]:
             out[key] = runs[-1][key]

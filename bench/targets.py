@@ -38,9 +38,14 @@ def evaluate(result: dict[str, Any]) -> dict[str, Any]:
         out["limit_fps"] = round(1.0 / (1.0 / dec + 1.0 / inf), 2)
     vapipe = modes.get("vapipe", {})
     vap = vapipe.get("fps")
+    work = vapipe.get("work_ms")
+    if work and sum(work.values()) > 0 and result.get("cores"):
+        # what vapipe's own work allows: every core busy on the CPU time per frame it observed
+        out["work_bound_fps"] = round(1000.0 * result["cores"] / sum(work.values()), 2)
     refs = {m: r.get("fps") for m, r in modes.items()
             if m not in ("vapipe", "decode-alone", "infer-alone", *ENGINE_MODES) and sweep_requests(m) is None}
     refs["limit"] = out.get("limit_fps")
+    refs["work-bound"] = out.get("work_bound_fps")
     ratios = {f"vapipe/{m}": round(vap / ref, 3) for m, ref in refs.items() if vap and ref}
     ratios.update({f"{m}/vapipe": round(modes[m]["fps"] / vap, 3) for m in ENGINE_MODES
                    if vap and modes.get(m, {}).get("fps")})

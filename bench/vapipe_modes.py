@@ -22,7 +22,7 @@ from .measure import cpu_s, mode_result, write_records
 from .plan import BenchError, BenchPlan, sweep_requests
 from .recorder import RECORDER_TYPE, BenchRecorder
 
-__all__ = ["bench_spec", "run_vapipe", "RECORDER"]
+__all__ = ["bench_spec", "run_vapipe", "work_per_frame", "RECORDER"]
 
 RECORDER = "bench_record"   # stage name of the recorder in the bench spec
 
@@ -106,5 +106,24 @@ def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
     check = getattr(summary, "plan_check_text", None)   # how the run matched its thread plan, and why not
     if check:
         res["plan_check"] = check
+    work = work_per_frame((summary.plan_check or {}).get("observed"))
+    if work:
+        res["work_ms"] = work
     write_records(plan.out, mode, dict(BenchRecorder.records))
     return res
+
+
+def work_per_frame(observed: dict[str, Any] | None) -> dict[str, float] | None:
+    """CPU milliseconds per frame the run spent, by kind, from its plan check's observed
+    costs: ``decode`` (mean over the cameras), ``host`` (the workers' own work) and
+    ``models`` (every inference stage, times its inferences per frame); None when the run
+    was too short to be observed."""
+    if not observed:
+        return None
+    decode = [x for x in observed.get("decode_ms") or [] if x is not None]
+    per_frame = observed.get("per_frame") or {}
+    models = sum(ms * per_frame.get(name, 0.0) for name, ms in (observed.get("infer_ms") or {}).items())
+    if not decode or observed.get("host_ms") is None:
+        return None
+    return {"decode": round(sum(decode) / len(decode), 3), "host": round(float(observed["host_ms"]), 3),
+            "models": round(models, 3)}

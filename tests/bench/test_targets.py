@@ -40,3 +40,29 @@ def test_engine_mode_is_a_ratio_to_vapipe_without_a_target() -> None:
     out = evaluate(_result(naive={"fps": 5.0}, vapipe={"fps": 10.0}, **{"vapipe-ort": {"fps": 8.0}}))
     assert out["ratios"] == {"vapipe/naive": 2.0, "vapipe-ort/vapipe": 0.8}
     assert not any("vapipe-ort" in c["check"] for c in out["checks"])
+
+
+def test_the_work_bound_is_the_cores_over_the_cpu_time_vapipe_spent_per_frame() -> None:
+    from bench.report import format_table
+    from bench.vapipe_modes import work_per_frame
+
+    # a plan check's observation of 2 cameras: one decoder not measurable, 2 face crops per frame
+    observed = {"decode_ms": [2.0, None], "host_ms": 2.0, "infer_ms": {"detect": 1.0, "landmarks": 1.5},
+                "per_frame": {"detect": 1.0, "landmarks": 2.0}}
+    work = work_per_frame(observed)
+    assert work == {"decode": 2.0, "host": 2.0, "models": 4.0}
+    assert work_per_frame(None) is None and work_per_frame({"decode_ms": [None], "host_ms": 1.0}) is None
+    res = _result(vapipe={"fps": 200.0, "work_ms": work}, **{"decode-alone": {"fps": 1000.0, "cpu_util": 0.8},
+                                                            "infer-alone": {"fps": 500.0}})
+    res["cores"] = 2
+    out = evaluate(res)
+    assert out["work_bound_fps"] == 250.0   # 2 cores x 1000 / 8 ms
+    assert out["ratios"]["vapipe/work-bound"] == 0.8 and out["ratios"]["vapipe/limit"] == 0.6
+    assert not any("work" in c["check"] for c in out["checks"])   # an explanation, not a target
+    res.update(out, pipeline="faces", source="clip.mp4", width=1280, height=720, cameras=1, frames=10, rounds=1)
+    res["modes"]["vapipe"].update(rounds=[200.0])
+    res["modes"]["infer-alone"].update(rounds=[500.0])
+    res["modes"]["decode-alone"].update(rounds=[1000.0])
+    line = next(x for x in format_table(res).splitlines() if x.startswith("work-bound"))
+    assert "250.0" in line and "decode 2.00 + host 2.00 + models 4.00 = 8.00 ms" in line
+    assert line.endswith("(decode-alone 1.60 ms CPU per frame)")   # 0.8 x 2 cores / 1000 fps; infer-alone: no CPU
