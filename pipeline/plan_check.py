@@ -20,8 +20,13 @@ camera's inference stages take the new compile properties and requests before th
 next frame (:meth:`pipeline.stage.InferStage.reconfigure`; frames in flight finish on
 the old compiled model, in order).  Decoder threads change only on the next start.
 
-At the end the observed objects per frame of region models, and the decode cost of
-live sources, go into the cost cache for the next start.
+A run too short for a window (under ``WARMUP_S + MIN_WINDOW_S``) is not judged; its costs
+are observed over all of it at the end (:meth:`PlanCheck.finish`; camera threads count with
+the CPU time they had when they ended).
+
+At the end the observed host work per frame, objects per frame of region models and the
+decode cost of live sources go into the cost cache for the next start (from a run too
+short to judge, only where nothing observed is kept yet).
 """
 
 from __future__ import annotations
@@ -113,12 +118,15 @@ class Snapshot:
 
 
 def take_snapshot(check: "PlanCheck", previous: Snapshot | None = None) -> Snapshot:
-    """Counters now.  A thread that has ended since ``previous`` keeps the CPU time it had
-    there (a file's reader ends before its last frames are decoded, FFmpeg's frame threads
-    when the decoder closes): its work still counts as what it was, not as inference."""
+    """Counters now.  A camera thread that has ended counts with the CPU time it had when it
+    ended; another thread that has ended since ``previous`` keeps the CPU time it had there
+    (FFmpeg's frame threads end when the decoder closes): the work of both still counts as
+    what it was, not as inference."""
     codec = ffmpeg_decoder_threads()
-    threads = {tid: cpu for tid in check.thread_ids() if (cpu := thread_cpu_s(tid)) is not None}
+    ended = {tid: cpu for cam in check.cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
+    threads = {tid: cpu for tid in check.thread_ids() if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
     threads.update(codec)
+    threads.update(ended)
     ended_codec: set[int] = set()
     if previous is not None:
         for tid, cpu in previous.threads.items():
@@ -154,6 +162,8 @@ class PlanCheck:
         self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)" if plan.enabled
                                        else "not checked (no plan: --cores 0)"}
         self.observed: dict[str, Any] = {}
+        self._start = take_snapshot(self) if plan.enabled else None
+        self.judged = False  # the costs were observed over a window after the warm-up
 
     def thread_ids(self) -> list[int]:
         return [tid for c in self.cameras for tid in c.thread_ids()] + [threading.get_native_id()]
@@ -173,9 +183,18 @@ class PlanCheck:
             return
         self.evaluate(self._base, self._previous)
 
-    def evaluate(self, base: Snapshot, snap: Snapshot) -> None:
+    def finish(self) -> None:
+        """At the end of a run too short for a check (under the warm-up and one window): the
+        costs observed over the whole run, not judged (start-up and the drain at the end weigh
+        too much in so short a run), so that the summary shows them and :meth:`store` keeps them."""
+        if self._start is None or self._base is not None:
+            return
+        self.evaluate(self._start, take_snapshot(self, self._previous), judge=False)
+
+    def evaluate(self, base: Snapshot, snap: Snapshot, judge: bool = True) -> None:
         """Judge the plan on what happened between ``base`` and ``snap`` (sets :attr:`result`,
-        and re-plans when told to and the plan does not fit)."""
+        and re-plans when told to and the plan does not fit); ``judge=False``: only the costs
+        observed."""
         wall = snap.wall - base.wall
         cpu = snap.cpu - base.cpu
         util = cpu / wall / max(1, self.plan.cores)
@@ -183,11 +202,11 @@ class PlanCheck:
         if snap.machine is not None and base.machine is not None:
             others = max(0.0, (snap.machine - base.machine - cpu) / wall)  # cores other processes used
         decoded = processed = 0
-        def used(tids: Any) -> float:  # CPU seconds of threads alive at both ends of the window
-            return sum(snap.threads[t] - base.threads[t] for t in tids if t in snap.threads and t in base.threads)
+        def used(tids: Any) -> float:  # CPU seconds in the window (a thread new since the base: all of it)
+            return sum(snap.threads[t] - base.threads.get(t, 0.0) for t in tids if t in snap.threads)
 
         python_cpu = used(snap.threads)  # the camera threads, this one and FFmpeg's decoding threads
-        codec_cpu = used(snap.codec & base.codec)
+        codec_cpu = used(snap.codec)
         all_decoded = sum(n["decoded"] - t["decoded"] for n, t in zip(snap.cams, base.cams))
         decode_ms: list[float] = []
         host_cpu = 0.0
@@ -199,7 +218,7 @@ class PlanCheck:
             decoded += d_dec
             processed += d_out
             readers = cam.thread_ids("read", "decode")
-            alive = all(t in snap.threads and t in base.threads for t in readers)
+            alive = all(t in snap.threads for t in readers)
             codec_share = codec_cpu * d_dec / all_decoded if all_decoded else 0.0
             decode_ms.append(1000.0 * (used(readers) + codec_share) / d_dec if d_dec and alive else float("nan"))
             host_cpu += used(cam.thread_ids("work"))
@@ -225,6 +244,11 @@ class PlanCheck:
             "decoder_waits_full": round(behind, 3), "worker_waits_empty": round(starving, 3),
             "other_processes_cores": None if others is None else round(others, 2),
         }
+        if not judge:
+            self.result = {"status": f"not judged (a run of {wall:.1f} s); costs observed over all of it",
+                           "observed": self.observed, "predicted_fps": self.plan.predicted_fps, "replan": None}
+            return
+        self.judged = True
         candidate = self._candidate(valid_decode, host_cpu, processed, scale, per_frame)
         verdict = self._verdict(util, behind, starving, candidate, others)
         self.result = {"status": verdict, "observed": self.observed,
@@ -294,22 +318,29 @@ class PlanCheck:
     def store(self) -> None:
         """Keep what the run observed for the next start: region models' objects per frame,
         live sources' decode cost and the host work per frame (without encoding on the worker
-        thread, which the plan counts on its own)."""
+        thread, which the plan counts on its own).  What a run too short to judge observed
+        (start-up included) is kept only where nothing observed is kept yet."""
         if self.cache is None or not self.observed:
             return
+        cache, steady = self.cache, self.judged
+
+        def keep(key: str, value: Any) -> None:
+            if steady or cache.get(key) is None:
+                cache.put(key, value)
+
         host_at = self.plan.host_key
         if host_at and self.observed.get("host_ms") is not None:
             on_worker = sum(e["ms"] for e in self.plan.encoders.values() if e["threads"] == 1)
-            self.cache.put(host_at, round(max(0.0, self.observed["host_ms"] - on_worker), 4))
-        self.cache.put(check_key(self.pipeline), {"status": self.result.get("status"),
-                                                  "observed": self.observed, "at": time.time()})
+            keep(host_at, round(max(0.0, self.observed["host_ms"] - on_worker), 4))
+        cache.put(check_key(self.pipeline), {"status": self.result.get("status"),
+                                             "observed": self.observed, "at": time.time()})
         for name, value in self.observed.get("per_frame", {}).items():
             info = self.infos.get(name)
             if info is not None and info.objects:  # objects per frame: inferences / the share run
-                self.cache.put(objects_key(self.pipeline, name), round(value / max(info.per_object, 1e-6), 3))
+                keep(objects_key(self.pipeline, name), round(value / max(info.per_object, 1e-6), 3))
         for cam, uri, ms in zip(self.cameras, self.uris, self.observed.get("decode_ms", [])):
             if not cam.can_probe and ms is not None:
-                self.cache.put(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})
+                keep(decode_key(uri, self.needs_image), {"ms": round(ms, 4), "origin": "observed"})
 
     def summary_lines(self) -> list[str]:
         lines = [f"plan check: {self.result.get('status')}"]
@@ -352,6 +383,9 @@ class _CameraView:
     def thread_ids(self, *roles: str) -> list[int]:
         ids = getattr(self.camera, "native_ids", {})
         return [tid for role, tid in ids.items() if not roles or role in roles]
+
+    def exit_cpu(self) -> dict[int, float]:
+        return dict(getattr(self.camera, "exit_cpu", {}))
 
     def counters(self) -> dict[str, Any]:
         cam = self.camera

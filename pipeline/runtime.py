@@ -82,6 +82,8 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
                     progress([c.stats for c in session.cameras()])
                 if not opts.sync:
                     check.sample()
+            if not opts.sync:
+                check.finish()
             if progress is not None:
                 progress([c.stats for c in session.cameras()])
     finally:

@@ -203,3 +203,39 @@ def test_a_replan_mid_run_loses_no_frame_and_changes_no_result(videos_dir: Path,
         assert len(a["objects"]) == len(b["objects"]), a["seq"]
         for oa, ob in zip(a["objects"], b["objects"]):
             assert max(abs(x - y) for x, y in zip(oa["box"], ob["box"])) < 0.5
+
+
+def test_a_run_too_short_to_judge_still_observes_its_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run under the warm-up is not judged, but its costs are observed over all of it (the
+    camera threads have ended by then: their CPU time is what they had when they ended), and
+    kept for the next start only where nothing observed is kept yet."""
+    from pipeline.config import parse_config
+    from pipeline.costs import CostCache
+    from pipeline.graph import build_graph
+    from pipeline.runtime import RunOptions, run_pipeline
+
+    monkeypatch.setenv("VAPIPE_COST_CACHE", str(tmp_path / "costs.json"))
+    text = ("pipelines:\n  p:\n    stages:\n      - {name: decode, type: decode}\n"
+            "      - {name: metadata, type: metadata}\n")
+    graph = build_graph(parse_config(text, "p.yaml").get("p"), "p.yaml")
+    source = "testsrc://ticker?width=640&height=360&frames=90"
+
+    def run() -> Any:
+        summary = run_pipeline(graph, [source], RunOptions(output_dir=tmp_path / "out", cores=2,
+                                                           handle_signals=False))
+        assert summary.error is None and summary.sources[0].processed == 90
+        return summary
+
+    first = run()
+    assert first.wall_s < plan_check.WARMUP_S + plan_check.MIN_WINDOW_S
+    assert first.plan_check["status"].startswith("not judged")
+    observed = first.plan_check["observed"]
+    assert observed["decode_ms"][0] is not None and observed["decode_ms"][0] > 0  # the decoder had ended
+    assert observed["host_ms"] > 0
+    assert "observed:" in first.plan_check_text
+    key = first.plan["host_key"]
+    assert CostCache().get(key) == pytest.approx(observed["host_ms"], abs=1e-3)  # the first observation is kept
+    CostCache().put(key, 123.0)  # as a judged run would have kept it
+    second = run()
+    assert second.plan["host_origin"] == "observed" and second.plan["host_ms"] == 123.0
+    assert CostCache().get(key) == 123.0  # a short run does not replace it
