@@ -78,7 +78,12 @@ def test_bench_persons(env: dict[str, str], person_clip: Path, tmp_path: Path) -
     for mode in ("naive", "hand-tuned", "vapipe", "vapipe-sync", "vapipe-unplanned"):
         assert result["modes"][mode]["latency_p95_ms"] >= result["modes"][mode]["latency_p50_ms"] > 0
     assert set(result["ratios"]) == {"vapipe/naive", "vapipe/hand-tuned", "vapipe/vapipe-sync",
-                                     "vapipe/vapipe-unplanned", "vapipe/limit"}
+                                     "vapipe/vapipe-unplanned", "vapipe/limit", "vapipe/work-bound"}
+    # 30 frames are too few to judge the plan, not to observe vapipe's costs
+    work = result["modes"]["vapipe"]["work_ms"]
+    assert work["decode"] > 0 and work["host"] > 0 and work["models"] > 0
+    assert result["work_bound_fps"] == pytest.approx(1000 * result["cores"] / sum(work.values()), rel=0.01)
+    assert "work-bound" in proc.stdout
     assert result["modes"]["vapipe"]["threads"].startswith("threads: ")
     assert result["modes"]["vapipe-unplanned"]["threads"] == "threads: runtime defaults (--cores 0: no plan)"
     # Honesty: the same people in the same frames, boxes nearly identical.
