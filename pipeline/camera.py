@@ -88,6 +88,8 @@ class Camera:
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
         self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
         self.exit_cpu: dict[int, float] = {}  # OS thread id -> its CPU seconds when it ended
+        #: FFmpeg's frame threads (OS thread id -> CPU seconds) when the decoder thread ended
+        self.exit_codec_cpu: dict[int, float] = {}
         #: called on the worker thread with (source_id, frame) for every frame leaving the graph
         self.on_frame: Callable[[str, Frame], None] | None = None
 
@@ -334,18 +336,23 @@ class Camera:
     def threads(self) -> list[threading.Thread]:
         name = self.source_id
         if self.opts.sync:
-            return [threading.Thread(target=self._timed(self.sync_loop), name=f"{name}:sync", daemon=True)]
+            return [threading.Thread(target=self._timed(self.sync_loop, True), name=f"{name}:sync", daemon=True)]
         return [threading.Thread(target=self._timed(self.reader), name=f"{name}:read", daemon=True),
-                threading.Thread(target=self._timed(self.decoder), name=f"{name}:decode", daemon=True),
+                threading.Thread(target=self._timed(self.decoder, True), name=f"{name}:decode", daemon=True),
                 threading.Thread(target=self._timed(self.worker), name=f"{name}:work", daemon=True)]
 
-    def _timed(self, body: Callable[[], None]) -> Callable[[], None]:
-        """``body``, keeping the thread's CPU time when it ends (``exit_cpu``), for the plan check."""
+    def _timed(self, body: Callable[[], None], decodes: bool = False) -> Callable[[], None]:
+        """``body``, keeping the thread's CPU time when it ends (``exit_cpu``) and, for the thread
+        that decodes, that of FFmpeg's frame threads (``exit_codec_cpu``), for the plan check."""
         def run() -> None:
             try:
                 body()
             finally:
                 self.exit_cpu[threading.get_native_id()] = time.thread_time()
+                if decodes:
+                    from .plan_check import ffmpeg_decoder_threads
+
+                    self.exit_codec_cpu.update(ffmpeg_decoder_threads())
         return run
 
 

@@ -119,12 +119,17 @@ class Snapshot:
 
 def take_snapshot(check: "PlanCheck", previous: Snapshot | None = None) -> Snapshot:
     """Counters now.  A camera thread that has ended counts with the CPU time it had when it
-    ended; another thread that has ended since ``previous`` keeps the CPU time it had there
-    (FFmpeg's frame threads end when the decoder closes): the work of both still counts as
-    what it was, not as inference."""
+    ended, and FFmpeg's frame threads with what they had when their camera's decoder thread
+    ended (they end when the decoder closes); another thread that has ended since ``previous``
+    keeps the CPU time it had there: the work of all of them still counts as what it was, not
+    as inference."""
     codec = ffmpeg_decoder_threads()
     ended = {tid: cpu for cam in check.cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
     threads = {tid: cpu for tid in check.thread_ids() if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
+    for cam in check.cameras:
+        for tid, cpu in cam.exit_codec_cpu().items():
+            if tid not in codec:
+                codec[tid] = max(cpu, codec.get(tid, 0.0))
     threads.update(codec)
     threads.update(ended)
     ended_codec: set[int] = set()
@@ -386,6 +391,9 @@ class _CameraView:
 
     def exit_cpu(self) -> dict[int, float]:
         return dict(getattr(self.camera, "exit_cpu", {}))
+
+    def exit_codec_cpu(self) -> dict[int, float]:
+        return dict(getattr(self.camera, "exit_codec_cpu", {}))
 
     def counters(self) -> dict[str, Any]:
         cam = self.camera

@@ -145,6 +145,25 @@ def test_a_thread_that_ended_keeps_its_cpu_time_in_later_snapshots(monkeypatch: 
     assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)  # 15.7 - 5.7 s over 500
 
 
+def test_threads_that_ended_before_any_snapshot_count_as_they_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short run's camera threads, and FFmpeg's frame threads (gone once the decoder closes),
+    have ended before the end-of-run snapshot: they count with the CPU time they had when
+    their camera's threads ended, as what they were (decoding), not as inference."""
+    check, cam = _check(ms=20.0, replan=False)
+    monkeypatch.setattr(plan_check, "thread_cpu_s", lambda tid: {103: 1.0, 101: 9.9}.get(tid))  # 101: id reused
+    monkeypatch.setattr(plan_check, "ffmpeg_decoder_threads", lambda: {})
+    cam.exit_cpu = {101: 0.2, 102: 0.4}
+    cam.exit_codec_cpu = {201: 1.5, 202: 1.4}
+    snap = plan_check.take_snapshot(check)
+    assert snap.threads == {101: 0.2, 102: 0.4, 103: 1.0, 201: 1.5, 202: 1.4} and snap.codec == {201, 202}
+    base = Snapshot(0.0, 0.0, 0.0, {}, [_counters(0, 0, 0.0, 0.0, 0)])
+    check.evaluate(base, replace(snap, wall=1.0, cpu=8.5, machine=8.5, cams=[_counters(150, 150, 0.0, 0.0, 150)]),
+                   judge=False)
+    assert check.observed["decode_ms"][0] == pytest.approx(1000 * (0.2 + 0.4 + 1.5 + 1.4) / 150, abs=1e-3)
+    assert check.observed["infer_ms"]["person_detect"] == pytest.approx(1000 * (8.5 - 4.5) / 150, rel=0.01)
+    assert check.result["status"].startswith("not judged") and not check.judged
+
+
 def test_ffmpeg_decoding_threads_are_found_by_name(tmp_path: Path) -> None:
     import av
 
