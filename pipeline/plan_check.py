@@ -192,7 +192,7 @@ class PlanCheck:
         """At the end of a run too short for a check (under the warm-up and one window): the
         costs observed over the whole run, not judged (start-up and the drain at the end weigh
         too much in so short a run), so that the summary shows them and :meth:`store` keeps them."""
-        if self._start is None or self._base is not None:
+        if self._start is None or self.observed:
             return
         self.evaluate(self._start, take_snapshot(self, self._previous), judge=False)
 
