@@ -241,8 +241,7 @@ def set_stage_param(stage: StageSpec, path: str, value: Any) -> None:
         return
     current = stage.params.get(param)
     if current is None:
-        fields = resolve_stage_type(stage.type).Params.model_fields
-        field = fields.get(param) or next((f for f in fields.values() if f.alias == param), None)
+        field = _param_field(stage, param)
         default = field.get_default(call_default_factory=True) if field is not None else None
         if hasattr(default, "model_dump"):
             default = default.model_dump()
@@ -277,7 +276,7 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
         except yaml.YAMLError:
             parsed = value
         head = param.partition(".")[0]
-        if head != param and head not in _param_names(stage):
+        if head != param and _param_field(stage, head) is None:
             raise ConfigError(f"--set {item}: unknown parameter {head!r}; valid: {', '.join(_param_names(stage))}")
         try:
             set_stage_param(stage, param, parsed)
@@ -290,6 +289,12 @@ def apply_overrides(spec: PipelineSpec, sets: list[str]) -> PipelineSpec:
             reason = str(exc).split(f"stage {stage.name!r}: ", 1)[-1]
             raise ConfigError(f"--set {item}: {reason}") from None
     return spec
+
+
+def _param_field(stage: StageSpec, name: str) -> Any:
+    """The pydantic field of ``stage``'s type that the YAML calls ``name`` (by name or alias), or None."""
+    fields = resolve_stage_type(stage.type).Params.model_fields
+    return fields.get(name) or next((f for f in fields.values() if f.alias == name), None)
 
 
 def _param_names(stage: StageSpec) -> list[str]:
