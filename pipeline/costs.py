@@ -14,7 +14,8 @@ busy machine does not distort them):
 Measurements take a fraction of a second each and are kept in a JSON file next
 to the compiled-model cache (``~/.cache/vapipe/costs.json``, ``VAPIPE_COST_CACHE``
 elsewhere), per machine (CPU model and vector extensions, OpenVINO and FFmpeg
-versions), so a second start measures nothing.  The file also keeps what runs
+versions), so a second start measures nothing; the 1,000 most recently used costs
+per machine are kept.  The file also keeps what runs
 observed: objects per frame seen by region models (unknown before a run) and the
 decode cost of live sources (they are not probed before they connect; until a run
 has observed one, its cost is assumed).
@@ -48,6 +49,8 @@ DEFAULT_OBJECTS_PER_FRAME = 1.0
 BUDGET_S = 0.25
 MIN_SAMPLES = 3
 MAX_SAMPLES = 40
+#: costs kept per machine in the cache file (least recently used dropped first)
+MAX_ENTRIES = 1000
 #: CPU flags that change inference cost (vector width, bf16/int8 instructions)
 _FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
 
@@ -125,13 +128,18 @@ def _default_path() -> Path:
 class CostCache:
     """Costs by key, per machine fingerprint, in one JSON file (thread-safe; each write
     re-reads the file and replaces it atomically, so concurrent processes keep each
-    other's entries).  ``hits`` and ``measurements`` count lookups for the summary."""
+    other's entries).  At most ``MAX_ENTRIES`` are kept per machine: the file lists them
+    from least to most recently used, and the least recently used go first (every file
+    processed adds its own decode and host costs, so a machine that works through many
+    files would otherwise grow the file, and each write's cost, without end).  ``hits``
+    and ``measurements`` count lookups for the summary."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, machine: str | None = None) -> None:
         self.path = Path(path) if path is not None else _default_path()
         self.machine = machine or machine_fingerprint()
         self._lock = threading.Lock()
         self._entries: dict[str, Any] = self._load().get(self.machine, {})
+        self._used: set[str] = set()  # keys read or written since the last write
         self.hits = 0
         self.measurements = 0
 
@@ -146,6 +154,8 @@ class CostCache:
     def get(self, key: str) -> Any:
         with self._lock:
             value = self._entries.get(key)
+            if value is not None:
+                self._used.add(key)
         if value is not None:
             self.hits += 1
         return value
@@ -153,12 +163,23 @@ class CostCache:
     def put(self, key: str, value: Any) -> None:
         with self._lock:
             self._entries[key] = value
+            self._used.add(key)
             machines = self._load()
-            machines.setdefault(self.machine, {}).update(self._entries)
+            # what other processes wrote stays, in its order; what this one used moves to the end
+            entries = machines.get(self.machine)
+            entries = dict(entries) if isinstance(entries, dict) else {}
+            for used in self._used:
+                entries.pop(used, None)
+            entries.update((used, self._entries[used]) for used in self._used if used in self._entries)
+            for old in list(entries)[:max(0, len(entries) - MAX_ENTRIES)]:
+                del entries[old]
+            machines[self.machine] = entries
+            self._entries = dict(entries)
+            self._used.clear()
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(json.dumps({"version": 1, "machines": machines}, indent=1, sort_keys=True))
+                tmp.write_text(json.dumps({"version": 1, "machines": machines}, indent=1))
                 os.replace(tmp, self.path)
             except OSError as exc:  # a read-only home: costs are measured again next time
                 log.debug("cannot write the cost cache %s: %s", self.path, exc)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pipeline import graph_costs, threads
+from pipeline import costs, graph_costs, threads
 from pipeline.config import load_config
 from pipeline.costs import CostCache, ModelProbe, measure_model
 from pipeline.engine import InputSpec
@@ -78,6 +79,31 @@ def test_costs_are_kept_per_machine(tmp_path: Path) -> None:
     assert CostCache(path, machine="cpu B").get("model|x") == {"ms": 12.0}
     assert CostCache(path, machine="cpu C").get("model|x") is None
     assert "avx" in CostCache(path).machine or "[" in CostCache(path).machine  # vector extensions are part of it
+
+
+def test_the_cache_keeps_the_most_recently_used_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(costs, "MAX_ENTRIES", 4)
+    path = tmp_path / "costs.json"
+    cache = CostCache(path, machine="cpu")
+    for i in range(4):
+        cache.put(f"decode|clip{i}", {"ms": float(i)})
+    later = CostCache(path, machine="cpu")         # another start
+    assert later.get("decode|clip0") == {"ms": 0.0}  # used again: now the most recent
+    later.put("decode|clip4", {"ms": 4.0})         # one too many: the least recently used goes
+    kept = CostCache(path, machine="cpu")
+    assert [kept.get(f"decode|clip{i}") is not None for i in range(5)] == [True, False, True, True, True]
+    assert len(json.loads(path.read_text())["machines"]["cpu"]) == 4
+
+
+def test_a_process_never_writes_back_costs_another_one_has_renewed(tmp_path: Path) -> None:
+    path = tmp_path / "costs.json"
+    CostCache(path, machine="cpu").put("host|a", 1.0)
+    slow = CostCache(path, machine="cpu")   # started when host|a was 1.0
+    CostCache(path, machine="cpu").put("host|a", 2.0)
+    slow.put("host|b", 3.0)
+    fresh = CostCache(path, machine="cpu")
+    assert (fresh.get("host|a"), fresh.get("host|b")) == (2.0, 3.0)
+    assert slow.get("host|a") == 2.0        # and the slow one reads what was written meanwhile
 
 
 def _clip(path: Path, width: int, height: int, frames: int = 30) -> str:
