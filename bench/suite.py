@@ -77,16 +77,20 @@ def _gif(name: str) -> Callable[[int], tuple[Path, Path | None]]:
 
 
 DECODE, INFER = "decode-bound", "inference-bound"
+# faces runs at 200-300 fps, so 150 frames last about half a second, and start-up (cold caches,
+# 10 % more CPU per frame at 720p) and the drain at the end weigh: 600 frames measure the rate
+# a camera keeps
+FACES_FRAMES = 4.0
 ROWS: tuple[Row, ...] = (
     Row("persons-1", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), sweep=(1, 2, 3, 4)),
     Row("persons-4", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5),
-    Row("faces-1080p", DECODE, "faces", _shared(FACE_CLIP, 1920, 1080)),
-    Row("faces-720p", DECODE, "faces", _shared(FACE_CLIP, 1280, 720)),
+    Row("faces-1080p", DECODE, "faces", _shared(FACE_CLIP, 1920, 1080), frames=FACES_FRAMES),
+    Row("faces-720p", DECODE, "faces", _shared(FACE_CLIP, 1280, 720), frames=FACES_FRAMES),
     Row("persons-1-f32", INFER, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), sets=PERSONS_F32),
     Row("persons-4-f32", INFER, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5,
         sets=PERSONS_F32),
-    Row("faces-1080p-f32", INFER, "faces", _shared(FACE_CLIP, 1920, 1080), sets=FACES_F32),
-    Row("faces-720p-f32", INFER, "faces", _shared(FACE_CLIP, 1280, 720), sets=FACES_F32),
+    Row("faces-1080p-f32", INFER, "faces", _shared(FACE_CLIP, 1920, 1080), sets=FACES_F32, frames=FACES_FRAMES),
+    Row("faces-720p-f32", INFER, "faces", _shared(FACE_CLIP, 1280, 720), sets=FACES_F32, frames=FACES_FRAMES),
     # 90 frames: at 5 fps about 10 frames are in flight, and a run of 30 was a third filling
     # and draining (FPS ratios moved by up to 0.5 between 30- and 90-frame runs)
     Row("ocr-720p-f32", INFER, "ocr", _ticker(1280, 720), sets=OCR_F32, frames=0.6, engine="onnxruntime"),
