@@ -139,7 +139,7 @@ class CostCache:
         self.machine = machine or machine_fingerprint()
         self._lock = threading.Lock()
         self._entries: dict[str, Any] = self._load().get(self.machine, {})
-        self._used: set[str] = set()  # keys read or written since the last write
+        self._used: dict[str, None] = {}  # keys read or written since the last write, in that order
         self.hits = 0
         self.measurements = 0
 
@@ -151,11 +151,15 @@ class CostCache:
         machines = data.get("machines") if isinstance(data, dict) else None
         return machines if isinstance(machines, dict) else {}
 
+    def _touch(self, key: str) -> None:
+        self._used.pop(key, None)
+        self._used[key] = None
+
     def get(self, key: str) -> Any:
         with self._lock:
             value = self._entries.get(key)
             if value is not None:
-                self._used.add(key)
+                self._touch(key)
         if value is not None:
             self.hits += 1
         return value
@@ -163,7 +167,7 @@ class CostCache:
     def put(self, key: str, value: Any) -> None:
         with self._lock:
             self._entries[key] = value
-            self._used.add(key)
+            self._touch(key)
             machines = self._load()
             # what other processes wrote stays, in its order; what this one used moves to the end
             entries = machines.get(self.machine)
