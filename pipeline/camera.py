@@ -22,6 +22,7 @@ from .queues import EMPTY, BoundedQueue, Closed
 from .run_options import RunOptions, StageFailure
 from .stage import InferStage
 from .stats import LatencyStats, SourceStats
+from .thread_cpu import ffmpeg_decoder_threads
 
 __all__ = ["Camera", "one_line_error"]
 
@@ -350,8 +351,6 @@ class Camera:
             finally:
                 self.exit_cpu[threading.get_native_id()] = time.thread_time()
                 if decodes:
-                    from .plan_check import ffmpeg_decoder_threads
-
                     self.exit_codec_cpu.update(ffmpeg_decoder_threads())
         return run
 

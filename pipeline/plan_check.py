@@ -32,8 +32,6 @@ short to judge, only where nothing observed is kept yet).
 from __future__ import annotations
 
 import logging
-import os
-import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -41,6 +39,7 @@ from typing import Any
 
 from .costs import CostCache, check_key, decode_key, objects_key
 from .planner import ThreadPlan, plan_threads
+from .thread_cpu import TICK, ffmpeg_decoder_threads, thread_cpu_s
 
 __all__ = ["PlanCheck", "Snapshot", "UNDERUSED", "WAITING", "thread_cpu_s", "machine_busy_s",
            "ffmpeg_decoder_threads"]
@@ -54,42 +53,6 @@ WAITING = 0.5
 WARMUP_S = 2.0
 MIN_WINDOW_S = 2.0
 SAMPLE_EVERY_S = 1.0
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-#: the names libavcodec gives its frame-decoding threads
-_FFMPEG_DECODER = re.compile(r"^av:[^:]*:df\d+$")
-
-
-def _thread_stat(native_id: int | str) -> tuple[str, float] | None:
-    """(name, CPU seconds (user + system)) of one thread of this process, or None if unknown."""
-    try:
-        with open(f"/proc/self/task/{native_id}/stat", encoding="utf-8", errors="replace") as fh:
-            head, tail = fh.read().rsplit(")", 1)
-        fields = tail.split()
-        return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def thread_cpu_s(native_id: int) -> float | None:
-    """CPU seconds (user + system) of one thread of this process, or None if unknown."""
-    stat = _thread_stat(native_id)
-    return None if stat is None else stat[1]
-
-
-def ffmpeg_decoder_threads() -> dict[int, float]:
-    """This process's FFmpeg frame-decoding threads (native id: CPU seconds): libavcodec
-    names them ``av:<codec>:df<n>`` (a decoder with ``threads`` > 1 decodes on them, not
-    on the thread that calls it)."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return {}
-    found = {}
-    for tid in tids:
-        stat = _thread_stat(tid)
-        if stat is not None and _FFMPEG_DECODER.match(stat[0]):
-            found[int(tid)] = stat[1]
-    return found
 
 
 def machine_busy_s() -> float | None:
@@ -100,7 +63,7 @@ def machine_busy_s() -> float | None:
     except (OSError, ValueError):
         return None
     user, nice, system, idle, iowait, irq, softirq, steal = (values + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / _TICK
+    return (user + nice + system + irq + softirq + steal) / TICK
 
 
 @dataclass
@@ -126,9 +89,10 @@ def take_snapshot(check: "PlanCheck", previous: Snapshot | None = None) -> Snaps
     codec = ffmpeg_decoder_threads()
     ended = {tid: cpu for cam in check.cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
     threads = {tid: cpu for tid in check.thread_ids() if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
-    for cam in check.cameras:
+    alive = set(codec)
+    for cam in check.cameras:  # each decoder's end saw every frame thread then alive: the last saw most
         for tid, cpu in cam.exit_codec_cpu().items():
-            if tid not in codec:
+            if tid not in alive:
                 codec[tid] = max(cpu, codec.get(tid, 0.0))
     threads.update(codec)
     threads.update(ended)
