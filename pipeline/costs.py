@@ -174,7 +174,7 @@ class CostCache:
             entries = dict(entries) if isinstance(entries, dict) else {}
             for used in self._used:
                 entries.pop(used, None)
-            entries.update((used, self._entries[used]) for used in self._used if used in self._entries)
+                entries[used] = self._entries[used]
             for old in list(entries)[:max(0, len(entries) - MAX_ENTRIES)]:
                 del entries[old]
             machines[self.machine] = entries
