@@ -292,8 +292,11 @@ class Session:
             left = end - time.monotonic()
             if left <= 0:
                 return False
-            if live:
-                self._threads[live[0].source_id][0].join(timeout=min(left, 0.05))
+            # Block on a thread that still runs: a file's reader ends before the frames it queued
+            # are done, and joining an ended thread returns at once (the loop would spin).
+            running = next((t for c in live for t in self._threads.get(c.source_id, []) if t.is_alive()), None)
+            if running is not None:
+                running.join(timeout=min(left, 0.05))
             else:
                 time.sleep(min(left, 0.05))
 

@@ -144,3 +144,34 @@ def test_added_cameras_share_the_compiled_model_and_running_cameras_take_the_rev
     finally:
         summary = session.close()
     assert summary.error is None and "2 sources" in summary.threads
+
+
+SLOW_END = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode}
+      - {name: infer, type: "pipeline.testing:SleepInfer", params: {ms: 40, requests: 1}}
+"""
+
+
+def test_waiting_for_the_last_frames_after_the_reader_ended_costs_no_cpu(tmp_path: Path) -> None:
+    """A file's reader ends once its last packets are queued, while the frames before them are
+    still being worked on; supervising that drain must sleep, not spin on the ended thread."""
+    session = _session(SLOW_END, tmp_path)
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=96&height=64&frames=40"])
+        read, *_, work = session._threads[a]
+        drain_wall = drain_cpu = 0.0
+        while True:
+            draining = not read.is_alive() and work.is_alive()
+            wall, cpu = time.monotonic(), time.thread_time()
+            if session.wait(0.1):
+                break
+            if draining:
+                drain_wall += time.monotonic() - wall
+                drain_cpu += time.thread_time() - cpu
+    finally:
+        assert session.close().error is None
+    assert drain_wall >= 0.3, drain_wall  # the reader did end well before the last frame
+    assert drain_cpu <= 0.1 * drain_wall, (drain_cpu, drain_wall)
