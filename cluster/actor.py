@@ -210,8 +210,9 @@ class CameraGroup:
     def _video_lost(self, graph: Any, camera: str, previous: dict[str, Any], written: int) -> int | None:
         """Frames the previous placement wrote to its JSON Lines (``written``) but not to its video
         segment (in flight in the encoder when its node died); None without a video sink or a
-        readable segment."""
-        from .resume import segment_template, sink_paths, stage_param, video_frames
+        readable segment.  A segment its node died writing is first cut back to its last whole
+        fragment, so that it plays to its end."""
+        from .resume import seal_fragmented_mp4, segment_template, sink_paths, stage_param, video_frames
 
         opts = self.options
         first = int(previous.get("start_seq") or 0)
@@ -220,7 +221,10 @@ class CameraGroup:
             if int(previous.get("part") or 0) > 0:  # the previous placement wrote a segment of its own
                 template = segment_template(str(stage_param(graph, overrides, name, "path")), first)
                 overrides.setdefault(name, {})["path"] = template
-        for path in sink_paths(graph, overrides, Path(opts.output_dir), camera, "video").values():
+        paths = list(sink_paths(graph, overrides, Path(opts.output_dir), camera, "video").values())
+        for path in paths:
+            seal_fragmented_mp4(path)
+        for path in paths:
             frames = video_frames(path)
             if frames is not None:
                 return max(0, written - frames)

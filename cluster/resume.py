@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,7 +31,7 @@ from typing import Any, NamedTuple
 
 __all__ = ["KILL_SAFE_MP4", "MP4_SUFFIXES", "prepare_jsonl", "last_frame_seq", "cluster_overrides",
            "sink_paths", "segment_template", "stage_param",
-           "count_frame_records", "Resume", "video_frames"]
+           "count_frame_records", "Resume", "seal_fragmented_mp4", "video_frames"]
 
 #: muxer options for MP4 outputs of cluster runs: a fragment at least every 0.2 s, written out at once
 KILL_SAFE_MP4 = {"movflags": "+frag_keyframe+empty_moov+default_base_moof", "frag_duration": "200000",
@@ -220,6 +221,38 @@ def prepare_jsonl(path: Path, camera: str, run_id: str, part: int, fallback_seq:
     with open(path, "a" if ours else "w", encoding="utf-8") as fh:
         fh.write(json.dumps(event, separators=(",", ":")) + "\n")
     return Resume(start, exact, frames, previous, previous_frames)
+
+
+def seal_fragmented_mp4(path: Path) -> int:
+    """Cut a fragmented MP4 that a killed process left mid-write back to its last whole fragment
+    (a ``moof`` box and the ``mdat`` after it), so that every packet left decodes; returns the
+    bytes cut.  A whole file, a missing one and one that is not fragmented MP4 stay as they are
+    (0).  Only for a file no process writes any more."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            kept, pending, offset, types = 0, False, 0, set()
+            while offset + 8 <= size:
+                fh.seek(offset)
+                head = fh.read(16)
+                box_size, kind = struct.unpack(">I4s", head[:8])
+                if box_size == 1 and len(head) == 16:  # 64-bit size
+                    box_size = struct.unpack(">Q", head[8:16])[0]
+                elif box_size == 0:  # runs to the end of the file
+                    box_size = size - offset
+                if box_size < 8 or offset + box_size > size:
+                    break  # a box cut short: the write the process died in
+                offset += box_size
+                types.add(kind)
+                pending = kind == b"moof" or (pending and kind != b"mdat")
+                if not pending:
+                    kept = offset
+        if b"moov" not in types or b"moof" not in types or kept >= size:
+            return 0
+        os.truncate(path, kept)
+        return size - kept
+    except OSError:
+        return 0
 
 
 def video_frames(path: Path) -> int | None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
+import av
+import numpy as np
+import pytest
+
 from cluster.resume import (KILL_SAFE_MP4, count_frame_records, cluster_overrides, last_frame_seq, prepare_jsonl,
-                            segment_template)
+                            seal_fragmented_mp4, segment_template)
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
 
@@ -78,3 +83,61 @@ pipelines:
     out = cluster_overrides(build_graph(spec), {})
     assert out == {"mp4": {"container_options": KILL_SAFE_MP4},
                    "det": {"config": {"NUM_STREAMS": 2, "ENABLE_CPU_PINNING": False}}}
+
+
+def _fragmented_mp4(path: Path, frames: int) -> None:
+    """``frames`` frames of 64x48 H.264 at 25 fps, muxed as the cluster's encoders mux them."""
+    with av.open(str(path), mode="w", container_options=KILL_SAFE_MP4) as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(frames):
+            image = np.full((48, 64, 3), (i * 37) % 256, np.uint8)
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        out.mux(stream.encode())
+
+
+def _boxes(path: Path) -> list[tuple[bytes, int, int]]:
+    """Top-level boxes (type, offset, size) of a whole MP4 file (32-bit sizes only)."""
+    data, out, offset = path.read_bytes(), [], 0
+    while offset < len(data):
+        size, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        out.append((kind, offset, size))
+        offset += size
+    return out
+
+
+def _decoded(path: Path) -> int:
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def test_a_segment_cut_mid_fragment_is_sealed_at_its_last_whole_fragment(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.mp4"
+    _fragmented_mp4(whole, 50)
+    boxes = _boxes(whole)
+    mdats = [(offset, size) for kind, offset, size in boxes if kind == b"mdat"]
+    assert len(mdats) >= 4 and boxes[-1][0] == b"mfra"  # a fragment every 0.2 s, the index at the close
+    data = whole.read_bytes()
+    with av.open(str(whole)) as container:  # packets per fragment: in file order, each in one mdat
+        offsets = [p.pos for p in container.demux(video=0) if p.size]
+    in_first_two = sum(1 for pos in offsets if pos < mdats[1][0] + mdats[1][1])
+
+    killed = tmp_path / "killed.mp4"  # the process died writing the third fragment's data
+    killed.write_bytes(data[:mdats[2][0] + mdats[2][1] // 2])
+    with pytest.raises(av.error.FFmpegError):
+        _decoded(killed)
+    assert seal_fragmented_mp4(killed) == mdats[2][0] + mdats[2][1] // 2 - (mdats[1][0] + mdats[1][1])
+    assert killed.read_bytes() == data[:mdats[1][0] + mdats[1][1]]
+    assert _decoded(killed) == in_first_two > 0
+
+    moof, moof_size = next((offset, size) for kind, offset, size in boxes if kind == b"moof" and offset > mdats[1][0])
+    for cut in (moof + moof_size // 2, moof + moof_size):  # died in a fragment's header, or right after it
+        header_only = tmp_path / f"header-{cut}.mp4"
+        header_only.write_bytes(data[:cut])
+        assert seal_fragmented_mp4(header_only) == cut - moof
+        assert header_only.read_bytes() == data[:moof]
+
+    assert seal_fragmented_mp4(whole) == 0 and whole.read_bytes() == data  # a closed file stays as it is
+    lines = tmp_path / "cam.jsonl"
+    lines.write_text(_frames(0, 3), encoding="utf-8")
+    assert seal_fragmented_mp4(lines) == 0 and seal_fragmented_mp4(tmp_path / "missing.mp4") == 0
