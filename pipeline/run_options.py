@@ -32,8 +32,8 @@ class RunOptions:
     stop_deadline_s: float = 10.0
     handle_signals: bool = True
     # Python hands the GIL over every 5 ms by default; decoder and inference threads
-    # that briefly need it then wait behind the worker (a convoy).  0.5 ms measured
-    # +20-30 % FPS on the 1080p persons benchmark (2 cores).
+    # that briefly need it then wait behind the worker (a convoy).  0.5 ms: the same rate
+    # as 5 ms and a lower latency with 4 cameras (README, 2-core Xeon).
     switch_interval_s: float | None = 0.0005
     trace: "Tracer | None" = None          # timeline of decode, stage and request slices
     cores: int | None = None               # thread budget (pipeline/threads.py); None: the CPU affinity
