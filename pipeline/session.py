@@ -251,8 +251,12 @@ class Session:
     def aborted(self) -> bool:
         return self._aborted.is_set()
 
+    def _running_thread(self, source_id: str) -> threading.Thread | None:
+        """A thread of the camera that still runs (its reader ends first for a file), or None."""
+        return next((t for t in self._threads.get(source_id, []) if t.is_alive()), None)
+
     def _alive(self, source_id: str) -> bool:
-        return any(t.is_alive() for t in self._threads.get(source_id, []))
+        return self._running_thread(source_id) is not None
 
     def _live_ids(self) -> list[str]:
         return [sid for sid in self._cameras if self._alive(sid)]
@@ -274,7 +278,8 @@ class Session:
         while True:
             with self._lock:
                 cams = list(self._cameras.values())
-                live = [c for c in cams if self._alive(c.source_id)]
+                running = [(c, t) for c in cams if (t := self._running_thread(c.source_id)) is not None]
+            live = [c for c, _ in running]
             if self._aborted.is_set() or self.stop_sources.is_set():
                 for c in cams:
                     c.halt_reading.set()
@@ -292,11 +297,9 @@ class Session:
             left = end - time.monotonic()
             if left <= 0:
                 return False
-            # Block on a thread that still runs: a file's reader ends before the frames it queued
-            # are done, and joining an ended thread returns at once (the loop would spin).
-            running = next((t for c in live for t in self._threads.get(c.source_id, []) if t.is_alive()), None)
-            if running is not None:
-                running.join(timeout=min(left, 0.05))
+            # Block on a thread that still ran just now (joining an ended one returns at once).
+            if running:
+                running[0][1].join(timeout=min(left, 0.05))
             else:
                 time.sleep(min(left, 0.05))
 
