@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
+
+from pipeline.videofile import iso_boxes
 
 __all__ = ["KILL_SAFE_MP4", "MP4_SUFFIXES", "prepare_jsonl", "last_frame_seq", "cluster_overrides",
            "sink_paths", "segment_template", "stage_param",
@@ -230,29 +231,21 @@ def seal_fragmented_mp4(path: Path) -> int:
     (0).  Only for a file no process writes any more."""
     try:
         size = path.stat().st_size
-        with open(path, "rb") as fh:
-            kept, pending, offset, types = 0, False, 0, set()
-            while offset + 8 <= size:
-                fh.seek(offset)
-                head = fh.read(16)
-                box_size, kind = struct.unpack(">I4s", head[:8])
-                if box_size == 1 and len(head) == 16:  # 64-bit size
-                    box_size = struct.unpack(">Q", head[8:16])[0]
-                elif box_size == 0:  # runs to the end of the file
-                    box_size = size - offset
-                if box_size < 8 or offset + box_size > size:
-                    break  # a box cut short: the write the process died in
-                offset += box_size
-                types.add(kind)
-                pending = kind == b"moof" or (pending and kind != b"mdat")
-                if not pending:
-                    kept = offset
-        if b"moov" not in types or b"moof" not in types or kept >= size:
-            return 0
-        os.truncate(path, kept)
-        return size - kept
+        boxes = iso_boxes(path)
     except OSError:
         return 0
+    kept, pending, kinds = 0, False, set()
+    for kind, offset, box_size in boxes:
+        if offset + box_size > size:
+            break  # the box the process died writing
+        kinds.add(kind)
+        pending = kind == b"moof" or (pending and kind != b"mdat")
+        if not pending:
+            kept = offset + box_size
+    if b"moov" not in kinds or b"moof" not in kinds or kept >= size:
+        return 0
+    os.truncate(path, kept)
+    return size - kept
 
 
 def video_frames(path: Path) -> int | None:

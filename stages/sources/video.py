@@ -8,6 +8,8 @@ import time
 from fractions import Fraction
 from typing import Any, Iterator
 
+from pipeline.videofile import iso_boxes
+
 from .base import LOOP, Decoded, Reader, SourceError
 
 #: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
@@ -192,25 +194,8 @@ def unfinished_mp4(path: str) -> bool:
     """True for an ISO base media file (MP4, MOV, M4V) with media data ('mdat') but without
     the index that says where its frames are ('moov'): what a writer leaves when it is stopped
     before it finishes the file.  Only the top-level boxes are read."""
-    kinds: set[bytes] = set()
     try:
-        with open(path, "rb") as f:
-            end = os.fstat(f.fileno()).st_size
-            pos = 0
-            for _ in range(10_000):
-                if pos + 8 > end:
-                    break
-                f.seek(pos)
-                head = f.read(16)
-                size, kind = int.from_bytes(head[:4], "big"), head[4:8]
-                if size == 1 and len(head) == 16:  # 64-bit size
-                    size = int.from_bytes(head[8:16], "big")
-                elif size == 0:  # to the end of the file
-                    size = end - pos
-                if size < 8:
-                    break
-                kinds.add(kind)
-                pos += size
+        kinds = {kind for kind, _, _ in iso_boxes(path, limit=10_000)}
     except OSError:
         return False
     return b"ftyp" in kinds and b"mdat" in kinds and b"moov" not in kinds
