@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import av
@@ -14,6 +13,7 @@ from cluster.resume import (KILL_SAFE_MP4, count_frame_records, cluster_override
                             seal_fragmented_mp4, segment_template)
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
+from pipeline.videofile import iso_boxes
 
 
 def _records(path: Path) -> list[dict]:
@@ -96,16 +96,6 @@ def _fragmented_mp4(path: Path, frames: int) -> None:
         out.mux(stream.encode())
 
 
-def _boxes(path: Path) -> list[tuple[bytes, int, int]]:
-    """Top-level boxes (type, offset, size) of a whole MP4 file (32-bit sizes only)."""
-    data, out, offset = path.read_bytes(), [], 0
-    while offset < len(data):
-        size, kind = struct.unpack(">I4s", data[offset:offset + 8])
-        out.append((kind, offset, size))
-        offset += size
-    return out
-
-
 def _decoded(path: Path) -> int:
     with av.open(str(path)) as container:
         return sum(1 for _ in container.decode(video=0))
@@ -114,7 +104,7 @@ def _decoded(path: Path) -> int:
 def test_a_segment_cut_mid_fragment_is_sealed_at_its_last_whole_fragment(tmp_path: Path) -> None:
     whole = tmp_path / "whole.mp4"
     _fragmented_mp4(whole, 50)
-    boxes = _boxes(whole)
+    boxes = iso_boxes(whole)
     mdats = [(offset, size) for kind, offset, size in boxes if kind == b"mdat"]
     assert len(mdats) >= 4 and boxes[-1][0] == b"mfra"  # a fragment every 0.2 s, the index at the close
     data = whole.read_bytes()
