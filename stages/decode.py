@@ -77,6 +77,9 @@ class Decode(SourceStage):
         loop: bool = Field(False, description="start again at the end (timestamps keep increasing)")
         realtime: bool = Field(False, description="deliver frames at the stream's frame rate, as a camera does")
         threads: int = Field(0, ge=0, description="decoder threads; 0 = FFmpeg's automatic choice")
+        autorotate: bool = Field(True, description="turn frames upright as the video's display matrix says "
+                                 "(phone videos, cameras mounted on their side), as players and FFmpeg show them; "
+                                 "false: frames as stored")
         fps: float = Field(25.0, gt=0, description="frame rate for image folders and synthetic scenes")
         live: bool | None = Field(None, description="drop the oldest frames when the pipeline falls behind and "
                                   "reconnect on failure; default: true for stream URLs and cameras (HLS is then paced "
@@ -148,7 +151,8 @@ class Decode(SourceStage):
         options = {"rtsp_transport": p.transport} if p.uri.lower().startswith("rtsp") else {}
         if self.live and "://" in p.uri:
             options.update(analyzeduration=str(int(p.probe_s * 1e6)), probesize="500000")
-        return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options, stop=self.stop_event)
+        return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options, stop=self.stop_event,
+                           autorotate=p.autorotate)
 
     def close(self) -> None:
         with self._retired_lock:

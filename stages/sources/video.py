@@ -11,6 +11,7 @@ from typing import Any, Iterator
 from pipeline.videofile import iso_boxes
 
 from .base import LOOP, Decoded, Reader, SourceError
+from .orientation import Upright
 
 #: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
 AVFMT_FLAG_NONBLOCK = 0x0004
@@ -26,13 +27,18 @@ class VideoReader(Reader):
     A V4L2 camera blocks inside the kernel, out of that callback's reach: it is opened
     non-blocking and polled every ``POLL_S`` until a frame comes, the read timeout
     passes or ``stop`` is set.
+
+    ``autorotate``: frames with a display matrix (phone videos) are turned upright
+    (:mod:`.orientation`), as players show them.
     """
 
     def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
-                 options: dict[str, str] | None = None, stop: threading.Event | None = None) -> None:
+                 options: dict[str, str] | None = None, stop: threading.Event | None = None,
+                 autorotate: bool = True) -> None:
         import av
 
         self.uri = uri
+        self._upright = Upright(uri) if autorotate else None
         self.read_timeout_s = timeouts[1]
         self._stop = stop
         fmt = None
@@ -173,7 +179,7 @@ class VideoReader(Reader):
             if self._last_pts is not None and pts <= self._last_pts:
                 pts = self._last_pts + self._step
             self._last_pts = pts
-            out.append((f, None, pts, self.time_base))
+            out.append((self._upright(f) if self._upright is not None else f, None, pts, self.time_base))
         return out
 
     def last_time(self) -> float | None:
