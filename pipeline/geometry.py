@@ -18,11 +18,28 @@ import numpy as np
 
 from .frame import Detections
 
-__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "map_points", "map_detections", "invert"]
+__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "map_points", "map_detections", "invert", "scaled_size"]
 
 ROTATIONS = (0, 90, 180, 270)
 FLIPS = ("none", "horizontal", "vertical")
 _EPS = 1e-6
+
+
+def scaled_size(size: tuple[int, int], width: int | None, height: int | None) -> tuple[int, int]:
+    """(width, height) of ``size`` scaled to ``width`` and/or ``height``: a missing side
+    follows the aspect ratio, rounded to the nearest even number (halves up, at least 2)."""
+    w, h = size
+    if width is not None and height is not None:
+        return width, height
+    if width is not None:
+        return width, _even(width * h / w)
+    if height is None:
+        raise ValueError("scaled_size needs a width or a height")
+    return _even(height * w / h), height
+
+
+def _even(value: float) -> int:
+    return max(2, 2 * math.floor(value / 2 + 0.5))
 
 
 def _h(m: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from pipeline.frame import Frame
 from pipeline.frame_view import BufferPool, TransformedFrame, detached, masked
-from pipeline.geometry import ViewGeometry
+from pipeline.geometry import ViewGeometry, scaled_size
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
@@ -140,7 +140,7 @@ class Preprocess(Stage):
             g = g.crop(*_crop_pixels(p.crop, width, height))
         g = g.rotate(p.rotate).flip(p.flip)
         if p.width is not None or p.height is not None:
-            g = g.resize(*_scaled_size(g.size, p.width, p.height))
+            g = g.resize(*scaled_size(g.size, p.width, p.height))
         return g
 
     def _polygons(self, width: int, height: int) -> list[np.ndarray]:
@@ -164,22 +164,6 @@ def _crop_pixels(crop: list[float], width: int, height: int) -> tuple[int, int, 
     if x2 <= x1 or y2 <= y1:
         raise ValueError(f"crop {shown} is less than a pixel wide or high on the {width}x{height} frame")
     return x1, y1, x2, y2
-
-
-def _scaled_size(size: tuple[int, int], width: int | None, height: int | None) -> tuple[int, int]:
-    """(width, height) of the result; a missing side follows the aspect ratio, rounded to even."""
-    w, h = size
-    if width is not None and height is not None:
-        return width, height
-    if width is not None:
-        return width, _even(width * h / w)
-    assert height is not None
-    return _even(height * w / h), height
-
-
-def _even(value: float) -> int:
-    """The nearest even number (halves up), at least 2."""
-    return max(2, 2 * math.floor(value / 2 + 0.5))
 
 
 def _area(points: np.ndarray) -> float:

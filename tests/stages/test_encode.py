@@ -153,6 +153,49 @@ def test_annotation_drawn_on_a_copy(tmp_path: Path) -> None:
     assert decode(plain.path)[0][0].to_ndarray(format="bgr24").max() < 40
 
 
+def _boxed_decoder_frames(count: int, w: int = 320, h: int = 240) -> list[Frame]:
+    """Decoder frames (yuv420p) of a dark picture with a bright 80x60 block at (160, 120), each
+    with a detection on the block."""
+    img = np.full((h, w, 3), 30, np.uint8)
+    img[120:180, 160:240] = 220
+    frames = []
+    for i in range(count):
+        vf = av.VideoFrame.from_ndarray(img, format="bgr24").reformat(format="yuv420p")
+        f = Frame(source_id="cam", seq=i, width=w, height=h, pts=i * TICKS_PER_FRAME, time_base=TB, av_frame=vf)
+        f.detections = Detections(xyxy=[[160, 120, 240, 180]], score=[0.9], label=["car"])
+        frames.append(f)
+    return frames
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+def test_written_at_the_size_asked(tmp_path: Path, annotate: bool) -> None:
+    """``height`` alone: the width follows (320x240 -> 160x120); the picture is scaled and the
+    box drawn where the object is in the scaled picture; the frames themselves keep their size."""
+    stage = make_stage(tmp_path, height=120, annotate=annotate)
+    frames = _boxed_decoder_frames(4)
+    with stage:
+        for f in frames:
+            stage(f)
+    assert all((f.width, f.height, f.av_frame.width) == (320, 240, 320) for f in frames)
+    written, stream = decode(stage.path)
+    assert len(written) == 4 and (stream.width, stream.height) == (160, 120)
+    out = written[1].to_ndarray(format="bgr24").astype(int)
+    assert out[65:85, 85:115].min() > 170 and out[:50, :50].max() < 60  # the block, scaled
+    box_row = out[58:62, 85:115].max(axis=(0, 2)).min()  # the box's top edge at y = 60
+    assert (box_row > 100) if annotate else (out[52:58, 85:115].max() < 60)
+
+
+def test_width_and_height_both_set_and_an_odd_result(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path, width=101, height=75)
+    with stage:
+        for f in _boxed_decoder_frames(2):
+            stage(f)
+    _, stream = decode(stage.path)
+    assert (stream.width, stream.height) == (102, 76)
+    assert Encode(height=720)._file_size((3840, 2160)) == (1280, 720)
+    assert Encode(width=1000)._file_size((1920, 1080)) == (1000, 562)
+
+
 def test_close_twice_and_close_without_frames(tmp_path: Path) -> None:
     stage = make_stage(tmp_path)
     stage.ensure_open()
