@@ -4,9 +4,16 @@ A video may store its pictures on their side and carry a display matrix (MP4/MOV
 ``tkhd`` matrix, or an H.264/HEVC display orientation SEI) that tells players to
 turn them: FFmpeg's command line, browsers and OpenCV show such a video upright,
 and so does vapipe, so that models see people standing and coordinates are those
-of the picture a user watches.  Quarter turns and mirrors are applied with FFmpeg's
+of the picture a user watches.  Quarter and half turns are applied with FFmpeg's
 ``transpose``, ``hflip`` and ``vflip`` filters, in the frame's own pixel format;
 other angles are left as stored (with a warning, once per reader).
+
+The angle is read through PyAV's ``VideoFrame.rotation`` (FFmpeg's reading of the
+matrix), not through ``side_data``: PyAV keeps a frame whose ``side_data`` was read
+alive (the frame and its side-data container refer to each other out of the garbage
+collector's sight), which leaked most decoded frames of a run.  So a mirrored matrix
+(rare: phones write turns) is applied as the turn FFmpeg reads from it, without the
+mirror.
 """
 
 from __future__ import annotations
@@ -15,45 +22,24 @@ import logging
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
-__all__ = ["display_turn", "Upright", "TURNS", "OTHER_ANGLE"]
+__all__ = ["display_turn", "Upright", "TURNS"]
 
 log = logging.getLogger("vapipe.source")
 
-#: FFmpeg filter chain per display transform, keyed by the 2x2 matrix (rounded to -1, 0, 1) that
-#: maps stored (x, y) to displayed (x, y), image axes (y down), as rows (a, c), (b, d)
-TURNS: dict[tuple[int, int, int, int], tuple[tuple[str, str], ...]] = {
-    (1, 0, 0, 1): (),
-    (0, 1, -1, 0): (("transpose", "cclock"),),          # turned 90 degrees counter-clockwise
-    (0, -1, 1, 0): (("transpose", "clock"),),           # turned 90 degrees clockwise
-    (-1, 0, 0, -1): (("vflip", ""), ("hflip", "")),     # half a turn
-    (-1, 0, 0, 1): (("hflip", ""),),                    # mirrored left-right
-    (1, 0, 0, -1): (("hflip", ""), ("vflip", ""), ("hflip", "")),  # mirrored top-bottom
-    (0, 1, 1, 0): (("transpose", "cclock_flip"),),      # transposed
-    (0, -1, -1, 0): (("transpose", "clock_flip"),),     # transposed across the other diagonal
+#: FFmpeg filter chain that turns a picture upright, per counter-clockwise display angle
+TURNS: dict[int, tuple[tuple[str, str], ...]] = {
+    90: (("transpose", "cclock"),),
+    180: (("vflip", ""), ("hflip", "")),
+    270: (("transpose", "clock"),),
 }
-#: what :func:`display_turn` gives for a matrix that is not a quarter turn or mirror
-OTHER_ANGLE = (0, 0, 0, 0)
 # vflip only moves FFmpeg's row pointers (negative line sizes); every chain ends with a
 # filter that writes rows top to bottom, as the plane views of pipeline.frame expect.
 
 
-def display_turn(av_frame: Any) -> tuple[int, int, int, int] | None:
-    """The key of :data:`TURNS` for ``av_frame``'s display matrix, :data:`OTHER_ANGLE` for a
-    matrix that is not a quarter turn or mirror, None without one."""
-    for side_data in av_frame.side_data:
-        if str(side_data.type).rsplit(".", 1)[-1] == "DISPLAYMATRIX":
-            m = np.frombuffer(bytes(side_data), np.int32)
-            if m.size != 9:
-                return None
-            # FFmpeg's layout: displayed (x', y') = (a x + c y + tx, b x + d y + ty) with a, b, c,
-            # d = m[0], m[1], m[3], m[4] in 16.16 fixed point
-            a, b, c, d = (float(v) / 65536.0 for v in (m[0], m[1], m[3], m[4]))
-            if not all(abs(v - round(v)) < 1e-3 for v in (a, b, c, d)):
-                return OTHER_ANGLE
-            return int(round(a)), int(round(c)), int(round(b)), int(round(d))
-    return None
+def display_turn(av_frame: Any) -> float:
+    """The counter-clockwise angle in degrees, within [0, 360), by which ``av_frame`` is to be
+    turned for display; 0 without a display matrix."""
+    return float(av_frame.rotation or 0) % 360.0
 
 
 class Upright:
@@ -66,15 +52,15 @@ class Upright:
         self._warned = False
 
     def __call__(self, av_frame: Any) -> Any:
-        turn = display_turn(av_frame)
-        if turn is None or turn == (1, 0, 0, 1):
+        angle = display_turn(av_frame)
+        if not angle:
             return av_frame
-        chain = TURNS.get(turn)
+        chain = TURNS.get(round(angle)) if abs(angle - round(angle)) < 1e-6 else None
         if chain is None:
             if not self._warned:
                 self._warned = True
-                log.warning("%s: the display matrix turns the picture by an angle that is not a multiple of "
-                            "90 degrees (%.1f); frames are used as stored", self.uri, av_frame.rotation)
+                log.warning("%s: the display matrix turns the picture by %.1f degrees, not a multiple of 90; "
+                            "frames are used as stored", self.uri, angle)
             return av_frame
         key = (av_frame.width, av_frame.height, av_frame.format.name, chain)
         graph = self._graphs.get(key)
