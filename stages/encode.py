@@ -93,6 +93,9 @@ class Encode(Stage):
         self.output_dir: Path | None = None  # set by the runtime
         self.source_fps: float | None = None  # optional hint from the runtime
         self.annotators: list[Annotator] = default_annotators()
+        # Written at its own size, a frame is scaled from the decoder's picture: no full-size
+        # BGR conversion on the decoder thread for this stage.
+        self.needs_image = self.params.width is None and self.params.height is None  # type: ignore[misc]
         self.path: Path | None = None
         self.frames_written = 0
         self._lock = threading.RLock()

@@ -194,6 +194,8 @@ def test_width_and_height_both_set_and_an_odd_result(tmp_path: Path) -> None:
     assert (stream.width, stream.height) == (102, 76)
     assert Encode(height=720)._file_size((3840, 2160)) == (1280, 720)
     assert Encode(width=1000)._file_size((1920, 1080)) == (1000, 562)
+    # scaled from the decoder's picture: the runtime need not convert full-size frames for it
+    assert Encode().needs_image and not Encode(height=720).needs_image
 
 
 def test_close_twice_and_close_without_frames(tmp_path: Path) -> None:
