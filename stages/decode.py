@@ -80,6 +80,9 @@ class Decode(SourceStage):
         autorotate: bool = Field(True, description="turn frames upright as the video's display matrix says "
                                  "(phone videos, cameras mounted on their side), as players and FFmpeg show them; "
                                  "false: frames as stored")
+        deinterlace: Literal["auto", "on", "off"] = Field(
+            "auto", description="deinterlace with FFmpeg's bwdif: auto (once the decoder flags a frame as "
+            "interlaced; progressive video is untouched), on (every frame), off")
         fps: float = Field(25.0, gt=0, description="frame rate for image folders and synthetic scenes")
         live: bool | None = Field(None, description="drop the oldest frames when the pipeline falls behind and "
                                   "reconnect on failure; default: true for stream URLs and cameras (HLS is then paced "
@@ -152,7 +155,7 @@ class Decode(SourceStage):
         if self.live and "://" in p.uri:
             options.update(analyzeduration=str(int(p.probe_s * 1e6)), probesize="500000")
         return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options, stop=self.stop_event,
-                           autorotate=p.autorotate)
+                           autorotate=p.autorotate, deinterlace=p.deinterlace)
 
     def close(self) -> None:
         with self._retired_lock:

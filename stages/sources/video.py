@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from pipeline.videofile import iso_boxes
 
 from .base import LOOP, Decoded, Reader, SourceError
-from .orientation import Upright
+from .frame_filter import Deinterlace, FrameFilter
 
 #: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
 AVFMT_FLAG_NONBLOCK = 0x0004
@@ -29,16 +29,16 @@ class VideoReader(Reader):
     passes or ``stop`` is set.
 
     ``autorotate``: frames with a display matrix (phone videos) are turned upright
-    (:mod:`.orientation`), as players show them.
+    (:mod:`.orientation`), as players show them; ``deinterlace``: interlaced frames are
+    deinterlaced (:mod:`.frame_filter`).
     """
 
     def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
                  options: dict[str, str] | None = None, stop: threading.Event | None = None,
-                 autorotate: bool = True) -> None:
+                 autorotate: bool = True, deinterlace: Deinterlace = "auto") -> None:
         import av
 
         self.uri = uri
-        self._upright = Upright(uri) if autorotate else None
         self.read_timeout_s = timeouts[1]
         self._stop = stop
         fmt = None
@@ -95,6 +95,8 @@ class VideoReader(Reader):
         self._last_unit_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
         self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
+        self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace) \
+            if autorotate or deinterlace != "off" else None
 
     def start_at(self, index: int) -> None:
         """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
@@ -179,7 +181,12 @@ class VideoReader(Reader):
             if self._last_pts is not None and pts <= self._last_pts:
                 pts = self._last_pts + self._step
             self._last_pts = pts
-            out.append((self._upright(f) if self._upright is not None else f, None, pts, self.time_base))
+            if self._filter is None:
+                out.append((f, None, pts, self.time_base))
+            else:
+                out += [(g, None, t, self.time_base) for g, t in self._filter.push(f, pts)]
+        if unit is None and self._filter is not None:  # end of stream: what the filters hold
+            out += [(g, None, t, self.time_base) for g, t in self._filter.flush()]
         return out
 
     def last_time(self) -> float | None:

@@ -1,0 +1,130 @@
+"""Decoded frames made fit for models: deinterlaced and turned upright, by FFmpeg's filters.
+
+* **Deinterlacing.**  A frame of interlaced video holds two fields captured 1/50 or 1/60 s
+  apart; anything that moved shows combed edges, which detectors read badly.  Frames the
+  decoder flags as interlaced (``deinterlace: auto``), or all (``on``), go through FFmpeg's
+  ``bwdif`` (one frame out per frame in, each field interpolated from its neighbours in time
+  and space).  It needs the next frame, so once a stream has shown an interlaced frame every
+  later frame goes through the same filter (progressive ones unchanged) and the output lags by
+  one frame until the stream is flushed.
+* **Turning upright** as the display matrix says (see :mod:`.orientation`).
+
+Both run in the frame's own pixel format, in one filter graph per picture format.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from fractions import Fraction
+from typing import Any, Literal
+
+from .orientation import TURNS, display_turn
+
+__all__ = ["FrameFilter", "Deinterlace"]
+
+log = logging.getLogger("vapipe.source")
+
+Deinterlace = Literal["auto", "on", "off"]
+
+
+class FrameFilter:
+    """Filters one stream's decoded frames; used by its decoder thread only.
+
+    :meth:`push` takes a decoded frame and its presentation timestamp (in ``time_base``) and
+    returns the (frame, pts) pairs ready, in order; :meth:`flush` returns those still held at
+    the end of the stream.  Returned frames are new pictures the caller owns, or the pushed
+    frame itself when nothing applies to it."""
+
+    def __init__(self, uri: str, time_base: Fraction, autorotate: bool = True,
+                 deinterlace: Deinterlace = "auto") -> None:
+        self.uri = uri
+        self.time_base = time_base
+        self.autorotate = autorotate
+        self.deinterlace = deinterlace
+        self._interlaced = deinterlace == "on"   # the stream has shown an interlaced frame
+        self._graph: Any = None
+        self._key: tuple[Any, ...] | None = None
+        self._warned = False
+        self._colour: tuple[Any, Any] | None = None  # colour range and space of the frames pushed
+        # timestamps of the frames in the graph, oldest first: one frame comes out per frame in
+        # (bwdif's output counts in half the time base; the caller's timestamps are kept)
+        self._held: deque[int] = deque()
+
+    def push(self, av_frame: Any, pts: int) -> list[tuple[Any, int]]:
+        if self.deinterlace == "auto" and not self._interlaced and av_frame.interlaced_frame:
+            self._interlaced = True
+            log.info("%s: interlaced video: frames are deinterlaced (bwdif)", self.uri)
+        # fields are rows of the stored picture: deinterlaced before it is turned
+        chain = ((("bwdif", self._bwdif_args()),) if self._interlaced else ()) + self._turn(av_frame)
+        if not chain and self._graph is None:
+            return [(av_frame, pts)]
+        out: list[tuple[Any, int]] = []
+        key = (av_frame.width, av_frame.height, av_frame.format.name, chain)
+        if key != self._key:
+            out += self.flush()  # the frames the previous graph still holds come first
+            if not chain:
+                return out + [(av_frame, pts)]
+            self._graph, self._key = _graph(av_frame, chain, self.time_base), key
+        av_frame.pts, av_frame.time_base = pts, self.time_base
+        self._held.append(pts)
+        self._colour = (av_frame.color_range, av_frame.colorspace)
+        self._graph.push(av_frame)
+        return out + self._pull(self._graph)
+
+    def flush(self) -> list[tuple[Any, int]]:
+        """The frames the filters still hold (end of stream, or a new picture format)."""
+        if self._graph is None:
+            return []
+        graph, self._graph, self._key = self._graph, None, None
+        graph.push(None)
+        return self._pull(graph)
+
+    def _turn(self, av_frame: Any) -> tuple[tuple[str, str], ...]:
+        if not self.autorotate:
+            return ()
+        angle = display_turn(av_frame)
+        if not angle:
+            return ()
+        chain = TURNS.get(round(angle)) if abs(angle - round(angle)) < 1e-6 else None
+        if chain is None:
+            if not self._warned:
+                self._warned = True
+                log.warning("%s: the display matrix turns the picture by %.1f degrees, not a multiple of 90; "
+                            "frames are used as stored", self.uri, angle)
+            return ()
+        return chain
+
+    def _bwdif_args(self) -> str:
+        # send_frame: one frame per frame; deint: only flagged frames in auto mode
+        return "mode=send_frame:parity=auto:deint=" + ("all" if self.deinterlace == "on" else "interlaced")
+
+    def _pull(self, graph: Any) -> list[tuple[Any, int]]:
+        import av
+
+        out = []
+        while True:
+            try:
+                frame = graph.pull()
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return out
+            if self._colour is not None:  # kept for the colour conversion of image()
+                frame.color_range, frame.colorspace = self._colour
+            out.append((frame, self._held.popleft()))
+
+
+def _graph(av_frame: Any, chain: tuple[tuple[str, str], ...], time_base: Fraction) -> Any:
+    import av
+
+    graph = av.filter.Graph()
+    last = graph.add_buffer(width=av_frame.width, height=av_frame.height, format=av_frame.format.name,
+                            time_base=time_base)
+    # turned pictures are upright: their display matrix goes, so that nothing turns them again
+    for name, args in (*chain, ("sidedata", "mode=delete:type=DISPLAYMATRIX")):
+        node = graph.add(name, args) if args else graph.add(name)
+        last.link_to(node)
+        last = node
+    sink = graph.add("buffersink")
+    last.link_to(sink)
+    graph.configure()
+    return graph
