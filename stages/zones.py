@@ -32,7 +32,7 @@ fractions of the frame (``units: fraction``) or pixels (``units: px``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
