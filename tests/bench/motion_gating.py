@@ -13,7 +13,6 @@ found on at least half of their frames.  Detectors: the pose detector for people
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from tests.bench.analytics import Run, cpu_name, matched, median_runs, objects_found
 from tests.conftest import SHARED
