@@ -83,6 +83,9 @@ class Decode(SourceStage):
         deinterlace: Literal["auto", "on", "off"] = Field(
             "auto", description="deinterlace with FFmpeg's bwdif: auto (once the decoder flags a frame as "
             "interlaced; progressive video is untouched), on (every frame), off")
+        square_pixels: bool = Field(True, description="stretch anamorphic video (a sample aspect ratio other "
+                                    "than 1:1, e.g. DVB 720x576 at 16:9 or HDV 1440x1080) to square pixels, as "
+                                    "players show it; false: frames as stored")
         fps: float = Field(25.0, gt=0, description="frame rate for image folders and synthetic scenes")
         live: bool | None = Field(None, description="drop the oldest frames when the pipeline falls behind and "
                                   "reconnect on failure; default: true for stream URLs and cameras (HLS is then paced "
@@ -155,7 +158,8 @@ class Decode(SourceStage):
         if self.live and "://" in p.uri:
             options.update(analyzeduration=str(int(p.probe_s * 1e6)), probesize="500000")
         return VideoReader(p.uri, p.threads, (p.open_timeout_s, p.read_timeout_s), options, stop=self.stop_event,
-                           autorotate=p.autorotate, deinterlace=p.deinterlace)
+                           autorotate=p.autorotate, deinterlace=p.deinterlace,
+                           square_pixels=p.square_pixels)
 
     def close(self) -> None:
         with self._retired_lock:

@@ -1,4 +1,5 @@
-"""Decoded frames made fit for models: deinterlaced and turned upright, by FFmpeg's filters.
+"""Decoded frames made fit for models: deinterlaced, square-pixelled and turned upright, by
+FFmpeg's filters.
 
 * **Deinterlacing.**  A frame of interlaced video holds two fields captured 1/50 or 1/60 s
   apart; anything that moved shows combed edges, which detectors read badly.  Frames the
@@ -7,9 +8,14 @@
   and space).  It needs the next frame, so once a stream has shown an interlaced frame every
   later frame goes through the same filter (progressive ones unchanged) and the output lags by
   one frame until the stream is flushed.
+* **Square pixels.**  Anamorphic video stores pictures narrower or wider than they are shown
+  (a sample aspect ratio other than 1:1: DVB 720x576 at 16:9, HDV 1440x1080, NTSC 720x480):
+  players stretch it, and so does this filter (FFmpeg's ``scale``, the width times the ratio,
+  rounded to even), so that models see people in their proportions.
 * **Turning upright** as the display matrix says (see :mod:`.orientation`).
 
-Both run in the frame's own pixel format, in one filter graph per picture format.
+All run in the frame's own pixel format, in one filter graph per picture format, in that order
+(fields are rows of the stored picture).
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ class FrameFilter:
     frame itself when nothing applies to it."""
 
     def __init__(self, uri: str, time_base: Fraction, autorotate: bool = True,
-                 deinterlace: Deinterlace = "auto") -> None:
+                 deinterlace: Deinterlace = "auto", sample_aspect: Fraction | None = None) -> None:
         self.uri = uri
         self.time_base = time_base
         self.autorotate = autorotate
+        #: the stream's sample aspect ratio when it is not 1:1 (pictures are stretched by it)
+        self.sample_aspect = sample_aspect if sample_aspect and sample_aspect != 1 else None
         self.deinterlace = deinterlace
         self._interlaced = deinterlace == "on"   # the stream has shown an interlaced frame
         self._graph: Any = None
@@ -55,8 +63,8 @@ class FrameFilter:
         if self.deinterlace == "auto" and not self._interlaced and av_frame.interlaced_frame:
             self._interlaced = True
             log.info("%s: interlaced video: frames are deinterlaced (bwdif)", self.uri)
-        # fields are rows of the stored picture: deinterlaced before it is turned
-        chain = ((("bwdif", self._bwdif_args()),) if self._interlaced else ()) + self._turn(av_frame)
+        chain = ((("bwdif", self._bwdif_args()),) if self._interlaced else ()) + self._square(av_frame) \
+            + self._turn(av_frame)
         if not chain and self._graph is None:
             return [(av_frame, pts)]
         out: list[tuple[Any, int]] = []
@@ -79,6 +87,12 @@ class FrameFilter:
         graph, self._graph, self._key = self._graph, None, None
         graph.push(None)
         return self._pull(graph)
+
+    def _square(self, av_frame: Any) -> tuple[tuple[str, str], ...]:
+        if self.sample_aspect is None:
+            return ()
+        width = max(2, 2 * round(av_frame.width * self.sample_aspect / 2))
+        return (("scale", f"w={width}:h={av_frame.height}"), ("setsar", "1"))
 
     def _turn(self, av_frame: Any) -> tuple[tuple[str, str], ...]:
         if not self.autorotate:

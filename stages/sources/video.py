@@ -30,12 +30,13 @@ class VideoReader(Reader):
 
     ``autorotate``: frames with a display matrix (phone videos) are turned upright
     (:mod:`.orientation`), as players show them; ``deinterlace``: interlaced frames are
-    deinterlaced (:mod:`.frame_filter`).
+    deinterlaced; ``square_pixels``: anamorphic video is stretched to square pixels
+    (:mod:`.frame_filter`).
     """
 
     def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
                  options: dict[str, str] | None = None, stop: threading.Event | None = None,
-                 autorotate: bool = True, deinterlace: Deinterlace = "auto") -> None:
+                 autorotate: bool = True, deinterlace: Deinterlace = "auto", square_pixels: bool = True) -> None:
         import av
 
         self.uri = uri
@@ -95,8 +96,9 @@ class VideoReader(Reader):
         self._last_unit_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
         self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
-        self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace) \
-            if autorotate or deinterlace != "off" else None
+        sample_aspect = self.stream.sample_aspect_ratio if square_pixels else None
+        self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace, sample_aspect) \
+            if autorotate or deinterlace != "off" or sample_aspect else None
 
     def start_at(self, index: int) -> None:
         """Seek to the keyframe at or before frame ``index`` (by its presentation time at the

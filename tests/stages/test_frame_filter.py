@@ -1,12 +1,15 @@
-"""Interlaced video is deinterlaced (FFmpeg's bwdif) before models see it; progressive video is
-untouched.  The clips are made here: each frame's two fields show a bar at two moments, as an
-interlaced camera captures a moving object, encoded as interlaced H.264."""
+"""Interlaced video is deinterlaced (FFmpeg's bwdif) and anamorphic video stretched to square
+pixels before models see it; other video is untouched.  The clips are made here: each frame's two
+fields show a bar at two moments, as an interlaced camera captures a moving object, encoded as
+interlaced H.264; a circle stored squeezed with the sample aspect ratio that stretches it back."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import av
+import cv2
 import numpy as np
 import pytest
 
@@ -95,3 +98,34 @@ def test_fields_are_joined_before_the_picture_is_turned(clips: dict[str, Path]) 
     before = np.mean([combing(g, axis=1) for *_, g in combed])
     after = np.mean([combing(g, axis=1) for *_, g in frames])
     assert before > 5.0 and after < before / 5
+
+
+@pytest.mark.parametrize("aspect", [Fraction(4, 3), Fraction(8, 9)])
+def test_anamorphic_video_comes_in_square_pixels(tmp_path: Path, aspect: Fraction) -> None:
+    """A circle of diameter 80 stored 80 / aspect wide (HDV 1440x1080 is 4:3, NTSC 720x480 is
+    8:9): decoded, the frame is ``aspect`` times wider and the circle round again."""
+    stored_w = 120
+    with av.open(str(tmp_path / "anamorphic.mp4"), "w") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = stored_w, 96, "yuv420p"
+        stream.codec_context.sample_aspect_ratio = aspect
+        image = np.zeros((96, stored_w, 3), np.uint8)
+        cv2.ellipse(image, (60, 48), (round(40 / aspect), 40), 0, 0, 360, (255, 255, 255), -1)
+        for _ in range(3):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+
+    def frame_and_circle(**params: object) -> tuple[tuple[int, int], tuple[int, int]]:
+        with Decode(uri=str(tmp_path / "anamorphic.mp4"), **params) as source:
+            frames = list(source.frames())
+        assert len(frames) == 3
+        ys, xs = np.nonzero(frames[-1].image()[:, :, 1] > 128)
+        return (frames[-1].width, frames[-1].height), (xs.max() - xs.min() + 1, ys.max() - ys.min() + 1)
+
+    size, circle = frame_and_circle()
+    assert size == (2 * round(stored_w * aspect / 2), 96)
+    assert abs(circle[0] - circle[1]) <= 2, circle
+    size, circle = frame_and_circle(square_pixels=False)
+    assert size == (stored_w, 96) and abs(circle[0] - round(80 / aspect)) <= 2
