@@ -164,7 +164,7 @@ class VideoReader(Reader):
             # a corrupt packet or a missing reference: skip to the next decodable frame
             self.decode_errors += 1
             self.consecutive_errors += 1
-            return []
+            frames = []  # (a flush still hands on what the filters hold)
         if frames:
             self.consecutive_errors = 0
         out = []
