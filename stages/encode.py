@@ -77,7 +77,7 @@ class Encode(Stage):
                                   "unset, the height follows the aspect ratio (rounded to even); default: the "
                                   "frame's width")
         height: int | None = Field(None, ge=2, le=16384, description="height of the video written (e.g. 720 for "
-                                   "a 4K camera: encoding costs about 9x less); with width unset, the width "
+                                   "a 4K camera: a ninth of the pixels to encode); with width unset, the width "
                                    "follows the aspect ratio (rounded to even); default: the frame's height")
         fps: float | None = Field(None, gt=0, description="nominal rate in frames/s: clock for frames "
                                   "without timestamps and the encoder's rate hint; None = source_fps or 25")
