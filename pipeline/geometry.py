@@ -18,7 +18,7 @@ import numpy as np
 
 from .frame import Detections
 
-__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "map_points", "map_detections", "invert", "scaled_size"]
+__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "map_points", "map_detections", "invert", "scaled_size", "nearest_even"]
 
 ROTATIONS = (0, 90, 180, 270)
 FLIPS = ("none", "horizontal", "vertical")
@@ -32,13 +32,14 @@ def scaled_size(size: tuple[int, int], width: int | None, height: int | None) ->
     if width is not None and height is not None:
         return width, height
     if width is not None:
-        return width, _even(width * h / w)
+        return width, nearest_even(width * h / w)
     if height is None:
         raise ValueError("scaled_size needs a width or a height")
-    return _even(height * w / h), height
+    return nearest_even(height * w / h), height
 
 
-def _even(value: float) -> int:
+def nearest_even(value: float) -> int:
+    """The even number nearest ``value`` (halves up), at least 2: a picture size 4:2:0 chroma fits."""
     return max(2, 2 * math.floor(value / 2 + 0.5))
 
 

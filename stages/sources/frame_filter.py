@@ -12,7 +12,17 @@ FFmpeg's filters.
   (a sample aspect ratio other than 1:1: DVB 720x576 at 16:9, HDV 1440x1080, NTSC 720x480):
   players stretch it, and so does this filter (FFmpeg's ``scale``, the width times the ratio,
   rounded to even), so that models see people in their proportions.
-* **Turning upright** as the display matrix says (see :mod:`.orientation`).
+* **Turning upright.**  A video may store its pictures on their side and carry a display
+  matrix (MP4/MOV ``tkhd``, or an H.264/HEVC display orientation SEI) that tells players to turn
+  them (phone videos): FFmpeg's command line, browsers and OpenCV show it upright, and so does
+  this filter (``transpose``, ``vflip``+``hflip``), so that models see people standing and
+  coordinates are those of the picture a user watches; other angles than quarter and half turns
+  are used as stored, with a warning.  The angle is read through PyAV's
+  ``VideoFrame.rotation`` (FFmpeg's reading of the matrix), not through ``side_data``: PyAV
+  keeps a frame whose ``side_data`` was read alive (the frame and its side-data container refer
+  to each other out of the garbage collector's sight), which leaked most decoded frames of a
+  run.  So a mirrored matrix (rare: phones write turns) is applied as its turn, without the
+  mirror.
 
 All run in the frame's own pixel format, in one filter graph per picture format, in that order
 (fields are rows of the stored picture).
@@ -25,13 +35,22 @@ from collections import deque
 from fractions import Fraction
 from typing import Any, Literal
 
-from .orientation import TURNS, display_turn
+from pipeline.geometry import nearest_even
 
-__all__ = ["FrameFilter", "Deinterlace"]
+__all__ = ["FrameFilter", "Deinterlace", "TURNS"]
 
 log = logging.getLogger("vapipe.source")
 
 Deinterlace = Literal["auto", "on", "off"]
+
+#: FFmpeg filter chain that turns a picture upright, per counter-clockwise display angle
+TURNS: dict[int, tuple[tuple[str, str], ...]] = {
+    90: (("transpose", "cclock"),),
+    180: (("vflip", ""), ("hflip", "")),
+    270: (("transpose", "clock"),),
+}
+# vflip only moves FFmpeg's row pointers (negative line sizes); every chain ends with a
+# filter that writes rows top to bottom, as the plane views of pipeline.frame expect.
 
 
 class FrameFilter:
@@ -63,14 +82,14 @@ class FrameFilter:
         if self.deinterlace == "auto" and not self._interlaced and av_frame.interlaced_frame:
             self._interlaced = True
             log.info("%s: interlaced video: frames are deinterlaced (bwdif)", self.uri)
-        chain = ((("bwdif", self._bwdif_args()),) if self._interlaced else ()) + self._square(av_frame) \
-            + self._turn(av_frame)
-        if not chain and self._graph is None:
-            return [(av_frame, pts)]
+        angle = (av_frame.rotation or 0) % 360 if self.autorotate else 0
+        if not (angle or self._interlaced or self.sample_aspect or self._graph is not None):
+            return [(av_frame, pts)]  # nothing applies, nothing held
         out: list[tuple[Any, int]] = []
-        key = (av_frame.width, av_frame.height, av_frame.format.name, chain)
+        key = (av_frame.width, av_frame.height, av_frame.format.name, angle, self._interlaced)
         if key != self._key:
             out += self.flush()  # the frames the previous graph still holds come first
+            chain = self._chain(av_frame, angle)
             if not chain:
                 return out + [(av_frame, pts)]
             self._graph, self._key = _graph(av_frame, chain, self.time_base), key
@@ -88,26 +107,19 @@ class FrameFilter:
         graph.push(None)
         return self._pull(graph)
 
-    def _square(self, av_frame: Any) -> tuple[tuple[str, str], ...]:
-        if self.sample_aspect is None:
-            return ()
-        width = max(2, 2 * round(av_frame.width * self.sample_aspect / 2))
-        return (("scale", f"w={width}:h={av_frame.height}"), ("setsar", "1"))
-
-    def _turn(self, av_frame: Any) -> tuple[tuple[str, str], ...]:
-        if not self.autorotate:
-            return ()
-        angle = display_turn(av_frame)
-        if not angle:
-            return ()
-        chain = TURNS.get(round(angle)) if abs(angle - round(angle)) < 1e-6 else None
-        if chain is None:
-            if not self._warned:
-                self._warned = True
-                log.warning("%s: the display matrix turns the picture by %.1f degrees, not a multiple of 90; "
-                            "frames are used as stored", self.uri, angle)
-            return ()
-        return chain
+    def _chain(self, av_frame: Any, angle: int) -> tuple[tuple[str, str], ...]:
+        """The filters for frames like ``av_frame`` shown turned by ``angle``, in order: fields are
+        rows of the stored picture, so deinterlacing comes first."""
+        chain: tuple[tuple[str, str], ...] = (("bwdif", self._bwdif_args()),) if self._interlaced else ()
+        if self.sample_aspect is not None:
+            width = nearest_even(av_frame.width * self.sample_aspect)
+            chain += (("scale", f"w={width}:h={av_frame.height}"), ("setsar", "1"))
+        turn = TURNS.get(angle, ())
+        if angle and not turn and not self._warned:
+            self._warned = True
+            log.warning("%s: the display matrix turns the picture by %d degrees, not a multiple of 90; "
+                        "frames are used as stored", self.uri, angle)
+        return chain + turn
 
     def _bwdif_args(self) -> str:
         # send_frame: one frame per frame; deint: only flagged frames in auto mode

@@ -28,10 +28,9 @@ class VideoReader(Reader):
     non-blocking and polled every ``POLL_S`` until a frame comes, the read timeout
     passes or ``stop`` is set.
 
-    ``autorotate``: frames with a display matrix (phone videos) are turned upright
-    (:mod:`.orientation`), as players show them; ``deinterlace``: interlaced frames are
-    deinterlaced; ``square_pixels``: anamorphic video is stretched to square pixels
-    (:mod:`.frame_filter`).
+    ``autorotate``: frames with a display matrix (phone videos) are turned upright, as players
+    show them; ``deinterlace``: interlaced frames are deinterlaced; ``square_pixels``:
+    anamorphic video is stretched to square pixels (:mod:`.frame_filter`).
     """
 
     def __init__(self, uri: str, threads: int = 0, timeouts: tuple[float, float] = (10.0, 10.0),
@@ -97,8 +96,7 @@ class VideoReader(Reader):
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
         self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
         sample_aspect = self.stream.sample_aspect_ratio if square_pixels else None
-        self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace, sample_aspect) \
-            if autorotate or deinterlace != "off" or sample_aspect else None
+        self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace, sample_aspect)
 
     def start_at(self, index: int) -> None:
         """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
@@ -183,11 +181,8 @@ class VideoReader(Reader):
             if self._last_pts is not None and pts <= self._last_pts:
                 pts = self._last_pts + self._step
             self._last_pts = pts
-            if self._filter is None:
-                out.append((f, None, pts, self.time_base))
-            else:
-                out += [(g, None, t, self.time_base) for g, t in self._filter.push(f, pts)]
-        if unit is None and self._filter is not None:  # end of stream: what the filters hold
+            out += [(g, None, t, self.time_base) for g, t in self._filter.push(f, pts)]
+        if unit is None:  # end of stream: what the filters hold
             out += [(g, None, t, self.time_base) for g, t in self._filter.flush()]
         return out
 

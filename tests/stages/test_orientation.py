@@ -57,7 +57,7 @@ def displayed(image: np.ndarray, degrees: int, hflip: bool, vflip: bool) -> np.n
 
 
 #: (degrees, hflip, vflip) written, and the picture expected: turns as players show them; a
-#: mirrored matrix by the turn FFmpeg reads from it, without the mirror (see stages.sources.orientation)
+#: mirrored matrix by the turn FFmpeg reads from it, without the mirror (see stages.sources.frame_filter)
 ORIENTATIONS = [((d, False, False), (d, False, False)) for d in (0, 90, 180, 270)] + [
     ((0, True, False), (180, False, False)), ((90, False, True), (270, False, False))]
 
