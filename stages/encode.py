@@ -95,7 +95,7 @@ class Encode(Stage):
         self.annotators: list[Annotator] = default_annotators()
         # Written at its own size, a frame is scaled from the decoder's picture: no full-size
         # BGR conversion on the decoder thread for this stage.
-        self.needs_image = self.params.width is None and self.params.height is None  # type: ignore[misc]
+        self.needs_image = not self._scaled  # type: ignore[misc]
         self.path: Path | None = None
         self.frames_written = 0
         self._lock = threading.RLock()
@@ -105,7 +105,6 @@ class Encode(Stage):
         self._container: Any = None
         self._stream: Any = None
         self._size: tuple[int, int] = (0, 0)  # (width, height) of the file
-        self._scaled = False  # the file's size is set by width/height, not by the first frame
         self._use_ts = False
         self._t0 = Fraction(0)  # source time (s) or seq mapped to output 0
         self._seq0 = 0
@@ -199,16 +198,20 @@ class Encode(Stage):
             if packets:
                 self._container.mux(packets)
 
+    @property
+    def _scaled(self) -> bool:
+        """The file's size is set by ``width``/``height``, not by the first frame."""
+        return self.params.width is not None or self.params.height is not None
+
     def _file_size(self, frame_wh: tuple[int, int]) -> tuple[int, int]:
         """(width, height) of the file for a first frame of ``frame_wh``: ``width``/``height``, else
         the frame's size, rounded up to even numbers."""
         p = self.params
-        w, h = scaled_size(frame_wh, p.width, p.height) if p.width or p.height else frame_wh
+        w, h = scaled_size(frame_wh, p.width, p.height) if self._scaled else frame_wh
         return w + w % 2, h + h % 2
 
     def _start(self, frame: Frame) -> None:
         p = self.params
-        self._scaled = p.width is not None or p.height is not None
         width, height = self._file_size((frame.width, frame.height))
         self.path = resolve_output(p.path, self)
         self._use_ts = frame.pts is not None and frame.time_base is not None
