@@ -78,9 +78,12 @@ def scene_images(spec: ClipSpec) -> Iterator[np.ndarray]:
 _CODECS = {"avi": ("mpeg4", "yuv420p"), "gif": ("gif", "rgb8")}
 
 
-def encode_images(path: Path, images: Iterable[np.ndarray], fps: int, options: dict[str, str]) -> Path:
+def encode_images(path: Path, images: Iterable[np.ndarray], fps: int, options: dict[str, str],
+                  turn: tuple[int, bool, bool] = (0, False, False), sample_aspect: Fraction | None = None) -> Path:
     """BGR images (H, W, 3), all of one size, as an H.264 (libx264, yuv420p) file at ``fps``, with
-    the encoder ``options`` (e.g. ``{"g": "25", "preset": "veryfast", "crf": "30"}``)."""
+    the encoder ``options`` (e.g. ``{"g": "25", "preset": "veryfast", "crf": "30"}``).  ``turn``:
+    a display matrix (degrees counter-clockwise, then mirrored left-right, top-bottom: PyAV's
+    ``set_display_rotation``) for players to apply; ``sample_aspect``: the pixels' width : height."""
     import av
 
     with av.open(str(path), "w") as out:
@@ -90,6 +93,10 @@ def encode_images(path: Path, images: Iterable[np.ndarray], fps: int, options: d
                 stream = out.add_stream("libx264", rate=fps)
                 stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "yuv420p"
                 stream.options = dict(options)
+                if turn != (0, False, False):
+                    stream.set_display_rotation(turn[0], hflip=turn[1], vflip=turn[2])
+                if sample_aspect is not None:
+                    stream.codec_context.sample_aspect_ratio = sample_aspect
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
             frame.pts, frame.time_base = i, Fraction(1, fps)
             out.mux(stream.encode(frame))

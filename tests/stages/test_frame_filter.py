@@ -8,12 +8,12 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 import pytest
 
 from stages.decode import Decode
+from tests.media import encode_images
 
 W, H, FRAMES = 160, 120, 12
 
@@ -35,18 +35,8 @@ def interlaced_images() -> list[np.ndarray]:
 
 
 def write(path: Path, images: list[np.ndarray], interlaced: bool, rotation: int = 0) -> Path:
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
-        stream.options = {"crf": "10", **({"x264-params": "interlaced=1:tff=1"} if interlaced else {})}
-        if rotation:
-            stream.set_display_rotation(rotation)
-        for image in images:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.dstack([image] * 3), format="bgr24")):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    options = {"crf": "10", **({"x264-params": "interlaced=1:tff=1"} if interlaced else {})}
+    return encode_images(path, (np.dstack([image] * 3) for image in images), 25, options, turn=(rotation, False, False))
 
 
 def decoded(clip: Path, **params: object) -> list[tuple[int, float, np.ndarray]]:
@@ -105,17 +95,9 @@ def test_anamorphic_video_comes_in_square_pixels(tmp_path: Path, aspect: Fractio
     """A circle of diameter 80 stored 80 / aspect wide (HDV 1440x1080 is 4:3, NTSC 720x480 is
     8:9): decoded, the frame is ``aspect`` times wider and the circle round again."""
     stored_w = 120
-    with av.open(str(tmp_path / "anamorphic.mp4"), "w") as out:
-        stream = out.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = stored_w, 96, "yuv420p"
-        stream.codec_context.sample_aspect_ratio = aspect
-        image = np.zeros((96, stored_w, 3), np.uint8)
-        cv2.ellipse(image, (60, 48), (round(40 / aspect), 40), 0, 0, 360, (255, 255, 255), -1)
-        for _ in range(3):
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
+    image = np.zeros((96, stored_w, 3), np.uint8)
+    cv2.ellipse(image, (60, 48), (round(40 / aspect), 40), 0, 0, 360, (255, 255, 255), -1)
+    encode_images(tmp_path / "anamorphic.mp4", [image] * 3, 25, {}, sample_aspect=aspect)
 
     def frame_and_circle(**params: object) -> tuple[tuple[int, int], tuple[int, int]]:
         with Decode(uri=str(tmp_path / "anamorphic.mp4"), **params) as source:

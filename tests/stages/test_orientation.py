@@ -20,6 +20,7 @@ from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
 from stages.decode import Decode
+from tests.media import encode_images
 
 #: a grey picture whose every quarter turn and mirror differ (no symmetry)
 STORED = np.full((48, 64), 60, np.uint8)
@@ -32,19 +33,8 @@ def write_turned(path: Path, images: list[np.ndarray], degrees: int, hflip: bool
                  lossless: bool = True) -> Path:
     """``images`` (BGR or grey) stored as they are, with a display matrix that turns them
     ``degrees`` counter-clockwise and then mirrors them."""
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=25)
-        stream.height, stream.width = images[0].shape[:2]
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"qp": "0"} if lossless else {"crf": "18"}
-        stream.set_display_rotation(degrees, hflip=hflip, vflip=vflip)
-        for image in images:
-            bgr = np.dstack([image] * 3) if image.ndim == 2 else image
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(bgr), format="bgr24")):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    bgr = (np.dstack([image] * 3) if image.ndim == 2 else image for image in images)
+    return encode_images(path, bgr, 25, {"qp": "0"} if lossless else {"crf": "18"}, turn=(degrees, hflip, vflip))
 
 
 def displayed(image: np.ndarray, degrees: int, hflip: bool, vflip: bool) -> np.ndarray:
