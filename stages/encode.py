@@ -275,14 +275,14 @@ class Encode(Stage):
             else:  # scaled output, or the size changed mid-stream
                 image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
                 scale = (w / iw, h / ih)
-        if draw and scale is not None:
-            sx, sy = scale
-            annotate_all(image, scale_detections(frame.detections, sx, sy), self.annotators)
-            if outline is not None:
-                draw_outline(image, outline * np.array([sx, sy], np.float32))
-            draw_shapes(image, [s.mapped(lambda p: p * [sx, sy]) for s in shapes])
-        elif draw:
-            annotate_all(image, frame.detections, self.annotators)
+        if draw:
+            detections = frame.detections
+            if scale is not None:  # what stages give in frame pixels, in the picture's
+                sx, sy = scale
+                detections = scale_detections(detections, sx, sy)
+                outline = None if outline is None else outline * np.array([sx, sy], np.float32)
+                shapes = [s.mapped(lambda p: p * [sx, sy]) for s in shapes]
+            annotate_all(image, detections, self.annotators)
             if outline is not None:
                 draw_outline(image, outline)
             draw_shapes(image, shapes)
