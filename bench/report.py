@@ -77,8 +77,14 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{peer + ':':<18}{version}: {info['description']}; {same}")
     for peer, why in result.get("peers_skipped", {}).items():
         lines.append(f"{peer + ':':<18}not run: {why}")
+    if result.get("ratio_rounds"):
+        lines.append("ratios: the median of the rounds' own ratios (each round runs every mode side by side); "
+                     "then each round's, and the ratio of the median FPS")
     for key, value in result.get("ratios", {}).items():
-        lines.append(f"{key:<26} {value:5.2f}x")
+        each = result.get("ratio_rounds", {}).get(key)
+        medians = result.get("ratios_of_medians", {}).get(key)
+        detail = f"   rounds {' '.join(f'{x:.2f}' for x in each)}; of medians {medians:.2f}x" if each else ""
+        lines.append(f"{key:<26} {value:5.2f}x{detail}")
     for c in result.get("checks", []):
         lines.append(f"target {c['check']:<42} {c['value']:6.2f}  {'ok' if c['ok'] else 'BELOW TARGET'}")
     for key, a in result.get("agreement", {}).items():

@@ -1,5 +1,11 @@
 """Ratios between the modes, and the targets vapipe is held to, as checks.
 
+A ratio is the median of the rounds' own ratios: every round runs each mode once, one after
+the other, so a round's ratio is measured side by side and the machine's drift from round to
+round (shared machines speed up and slow down by 10-30 % over minutes) cancels out; the ratio
+of the modes' median FPS is kept beside it (``ratios_of_medians``).  Without every round of
+both modes (a result written by hand), the ratio is the one of the medians.
+
 Targets, every bench: vapipe >= 1.3x naive, >= 1.2x hand-tuned, >= 0.9x the limit
 (``1 / (1/decode-alone + 1/infer-alone)``), >= 1.0x vapipe-unplanned (the thread plan
 never loses to the runtimes' defaults), the process using >= 90 % of the cores, and
@@ -11,6 +17,7 @@ is a ratio the other way round, ``vapipe-ort/vapipe``, with no target.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from .plan import ENGINE_MODES, sweep_requests
@@ -22,20 +29,35 @@ CPU_TARGET = 0.9            # vapipe's CPU utilisation (share of all cores) on f
 CAMERA_SPREAD_MAX = 0.10    # (max - min) / max of vapipe's per-camera FPS
 
 
+def _limit(decode_fps: float, infer_fps: float) -> float:
+    return 1.0 / (1.0 / decode_fps + 1.0 / infer_fps)
+
+
+def _paired(num: list[float] | None, den: list[float] | None) -> list[float] | None:
+    """Each round's ratio ``num[i] / den[i]``, or None unless both have the same rounds, all > 0."""
+    if not num or not den or len(num) != len(den) or min(num) <= 0 or min(den) <= 0:
+        return None
+    return [a / b for a, b in zip(num, den)]
+
+
 def _check(name: str, value: float, ok: bool) -> dict[str, Any]:
     return {"check": name, "value": round(value, 3), "ok": bool(ok)}
 
 
 def evaluate(result: dict[str, Any]) -> dict[str, Any]:
-    """``limit_fps``, ``ratios`` ({"vapipe/MODE": x}, {"ENGINE-MODE/vapipe": x}) and ``checks`` ([{check, value, ok}])
-    of a bench result (its ``modes``, ``peers`` and ``accuracy``)."""
+    """``limit_fps``, ``ratios`` ({"vapipe/MODE": x}, {"ENGINE-MODE/vapipe": x}; medians of the
+    rounds' ratios), ``ratios_of_medians``, ``ratio_rounds`` ({key: [each round's ratio]}) and
+    ``checks`` ([{check, value, ok}]) of a bench result (its ``modes``, ``peers`` and ``accuracy``)."""
     from .peers.registry import PEERS
 
     modes = result["modes"]
     out: dict[str, Any] = {}
-    dec, inf = modes.get("decode-alone", {}).get("fps"), modes.get("infer-alone", {}).get("fps")
-    if dec and inf:
-        out["limit_fps"] = round(1.0 / (1.0 / dec + 1.0 / inf), 2)
+    dec, inf = modes.get("decode-alone", {}), modes.get("infer-alone", {})
+    rounds = {m: r.get("rounds") for m, r in modes.items()}
+    if dec.get("fps") and inf.get("fps"):
+        out["limit_fps"] = round(_limit(dec["fps"], inf["fps"]), 2)
+        both = _paired(dec.get("rounds"), inf.get("rounds"))   # same length, all > 0
+        rounds["limit"] = [_limit(d, i) for d, i in zip(dec["rounds"], inf["rounds"])] if both else None
     vapipe = modes.get("vapipe", {})
     vap = vapipe.get("fps")
     work = vapipe.get("work_ms")
@@ -46,10 +68,21 @@ def evaluate(result: dict[str, Any]) -> dict[str, Any]:
             if m not in ("vapipe", "decode-alone", "infer-alone", *ENGINE_MODES) and sweep_requests(m) is None}
     refs["limit"] = out.get("limit_fps")
     refs["work-bound"] = out.get("work_bound_fps")
-    ratios = {f"vapipe/{m}": round(vap / ref, 3) for m, ref in refs.items() if vap and ref}
-    ratios.update({f"{m}/vapipe": round(modes[m]["fps"] / vap, 3) for m in ENGINE_MODES
-                   if vap and modes.get(m, {}).get("fps")})
+    pairs = {f"vapipe/{m}": (vap, ref, rounds.get("vapipe"), rounds.get(m)) for m, ref in refs.items()}
+    pairs.update({f"{m}/vapipe": (modes.get(m, {}).get("fps"), vap, rounds.get(m), rounds.get("vapipe"))
+                  for m in ENGINE_MODES})
+    ratios, of_medians, by_round = {}, {}, {}
+    for key, (num, den, num_rounds, den_rounds) in pairs.items():
+        if not num or not den:
+            continue
+        of_medians[key] = round(num / den, 3)
+        each = _paired(num_rounds, den_rounds)
+        ratios[key] = round(statistics.median(each), 3) if each else of_medians[key]
+        if each:
+            by_round[key] = [round(x, 3) for x in each]
     out["ratios"] = ratios
+    out["ratios_of_medians"] = of_medians
+    out["ratio_rounds"] = by_round
     checks = [_check(f"{key} >= {target}", ratios[key], ratios[key] >= target)
               for key, target in TARGETS.items() if key in ratios]
     for peer in result.get("peers", {}):

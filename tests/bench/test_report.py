@@ -49,6 +49,9 @@ def test_table_shows_modes_limit_ratios_and_targets(result: dict) -> None:
     assert "mediapipe:        not run: no peer interpreter" in text
     assert "target vapipe/rapidocr >= 3.0" in text and "BELOW TARGET" in text
     assert "lines read: vapipe" in text and "97/100" in text
+    # every mode's rounds scale alike (0.98, 1, 1.01): each round's ratio is the ratio of the medians
+    line = next(x for x in text.splitlines() if x.startswith("vapipe/naive "))
+    assert line.endswith("1.75x   rounds 1.75 1.75 1.75; of medians 1.75x"), line
 
 
 def test_chart_is_a_readable_png(result: dict, tmp_path: Path) -> None:

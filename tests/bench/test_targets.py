@@ -66,3 +66,25 @@ def test_the_work_bound_is_the_cores_over_the_cpu_time_vapipe_spent_per_frame() 
     line = next(x for x in format_table(res).splitlines() if x.startswith("work-bound"))
     assert "250.0" in line and "decode 2.00 + host 2.00 + models 4.00 = 8.00 ms" in line
     assert line.endswith("(decode-alone 1.60 ms CPU per frame)")   # 0.8 x 2 cores / 1000 fps; infer-alone: no CPU
+
+
+def test_a_ratio_is_the_median_of_the_rounds_own_ratios() -> None:
+    # the machine drifts: every mode runs twice as fast in round 3 as in round 1
+    res = _result(vapipe={"fps": 150.0, "rounds": [100.0, 150.0, 200.0]},
+                  naive={"fps": 105.0, "rounds": [70.0, 105.0, 140.0]},
+                  **{"vapipe-unplanned": {"fps": 140.0, "rounds": [95.0, 140.0, 190.0]},
+                     "decode-alone": {"fps": 300.0, "rounds": [200.0, 300.0, 400.0]},
+                     "infer-alone": {"fps": 300.0, "rounds": [200.0, 300.0, 400.0]},
+                     "hand-tuned": {"fps": 120.0, "rounds": [120.0, 90.0]}})   # a round missing
+    out = evaluate(res)
+    assert out["ratio_rounds"]["vapipe/naive"] == [1.429, 1.429, 1.429]
+    assert out["ratios"]["vapipe/naive"] == 1.429 and out["ratios_of_medians"]["vapipe/naive"] == 1.429
+    # rounds 1.053, 1.071, 1.053: the median of those, where the medians' ratio is 1.071
+    assert out["ratios"]["vapipe/vapipe-unplanned"] == 1.053
+    assert out["ratios_of_medians"]["vapipe/vapipe-unplanned"] == 1.071
+    # the limit of each round: 100, 150, 200 fps
+    assert out["ratio_rounds"]["vapipe/limit"] == [1.0, 1.0, 1.0]
+    # without every round of both, the ratio of the medians
+    assert out["ratios"]["vapipe/hand-tuned"] == 1.25 and "vapipe/hand-tuned" not in out["ratio_rounds"]
+    checks = {c["check"]: (c["value"], c["ok"]) for c in out["checks"]}
+    assert checks["vapipe/vapipe-unplanned >= 1.0"] == (1.053, True)
