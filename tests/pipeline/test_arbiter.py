@@ -250,3 +250,40 @@ def test_the_last_slot_is_kept_for_a_more_urgent_camera_that_is_due() -> None:
     assert order == ["high", "n2"]
     for t in threads:
         t.join(2)
+
+
+def test_the_last_slot_is_kept_for_the_slow_inferences_too() -> None:
+    """The high camera asks every 0.5 s and its inferences take 0.02 or 0.18 s in turn (mean
+    0.1 s): 0.2 s before it is due an inference started now may well outlast the mean, so a
+    normal camera asking for the last slot then waits; 0.45 s before, it starts at once."""
+    arbiter = RequestArbiter(2)
+    n1, n2 = SourcePriority("normal", name="n1"), SourcePriority("normal", name="n2")
+    high = SourcePriority("high", name="high")
+    arbiter.acquire(n1)   # holds the other slot all along
+    for k in range(10):
+        last = time.monotonic()
+        ticket = arbiter.acquire(high)
+        time.sleep(0.02 if k % 2 else 0.18)
+        arbiter.release(ticket)
+        time.sleep(max(0.0, last + 0.5 - time.monotonic()))
+    # the high camera asked last at `last` and is next due at last + 0.5 (it is late now:
+    # skip one period, its pace is kept)
+    time.sleep(max(0.0, last + 0.5 + 0.05 - time.monotonic()))
+    ticket = arbiter.acquire(high)
+    last = time.monotonic()
+    arbiter.release(ticket)
+    time.sleep(max(0.0, last + 0.05 - time.monotonic()))   # 0.45 s before it is due
+    early = arbiter.acquire(n2)
+    assert n2.waits == 0
+    arbiter.release(early)
+    time.sleep(max(0.0, last + 0.3 - time.monotonic()))    # 0.2 s before it is due
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [n2], order)
+    assert order == [] and arbiter.active == 1
+    threads += _start_waiters(arbiter, [high], order)
+    _wait_for(order, 1)
+    assert order == ["high"]
+    arbiter.release()   # n1's slot
+    _wait_for(order, 2)
+    for t in threads:
+        t.join(2)
