@@ -218,6 +218,23 @@ def _save(model) -> str:
     return path
 
 
+def _the_last_slot_waits_for(arbiter: RequestArbiter, normal: SourcePriority, high: SourcePriority) -> None:
+    """With one of two slots held: ``normal`` asks for the last one and waits; ``high``, asking
+    after it, starts first; ``normal`` starts when the other slot is released."""
+    order: list[str] = []
+    threads = _start_waiters(arbiter, [normal], order)
+    time.sleep(0.02)
+    assert order == [] and arbiter.active == 1
+    threads += _start_waiters(arbiter, [high], order)
+    _wait_for(order, 1)
+    assert order == [high.name]
+    arbiter.release()   # the other slot
+    _wait_for(order, 2)
+    assert order == [high.name, normal.name]
+    for t in threads:
+        t.join(2)
+
+
 def test_the_last_slot_is_kept_for_a_more_urgent_camera_that_is_due() -> None:
     """A high camera asks every 0.4 s and holds its slot 0.1 s; one normal camera holds the
     other slot all along.  Right after the high camera's inference a second normal camera
@@ -238,18 +255,7 @@ def test_the_last_slot_is_kept_for_a_more_urgent_camera_that_is_due() -> None:
     assert n2.waits == 0
     arbiter.release(early)
     time.sleep(max(0.0, last + 0.4 - 0.05 - time.monotonic()))
-    order: list[str] = []
-    threads = _start_waiters(arbiter, [n2], order)   # 0.05 s before the high camera is due
-    time.sleep(0.02)
-    assert order == [] and arbiter.active == 1
-    threads += _start_waiters(arbiter, [high], order)
-    _wait_for(order, 1)
-    assert order == ["high"]
-    arbiter.release()   # n1's slot
-    _wait_for(order, 2)
-    assert order == ["high", "n2"]
-    for t in threads:
-        t.join(2)
+    _the_last_slot_waits_for(arbiter, n2, high)   # 0.05 s before the high camera is due
 
 
 def test_the_last_slot_is_kept_for_the_slow_inferences_too() -> None:
@@ -276,14 +282,5 @@ def test_the_last_slot_is_kept_for_the_slow_inferences_too() -> None:
     early = arbiter.acquire(n2)
     assert n2.waits == 0
     arbiter.release(early)
-    time.sleep(max(0.0, last + 0.3 - time.monotonic()))    # 0.2 s before it is due
-    order: list[str] = []
-    threads = _start_waiters(arbiter, [n2], order)
-    assert order == [] and arbiter.active == 1
-    threads += _start_waiters(arbiter, [high], order)
-    _wait_for(order, 1)
-    assert order == ["high"]
-    arbiter.release()   # n1's slot
-    _wait_for(order, 2)
-    for t in threads:
-        t.join(2)
+    time.sleep(max(0.0, last + 0.3 - time.monotonic()))
+    _the_last_slot_waits_for(arbiter, n2, high)   # 0.2 s before it is due
