@@ -284,3 +284,23 @@ def test_the_last_slot_is_kept_for_the_slow_inferences_too() -> None:
     arbiter.release(early)
     time.sleep(max(0.0, last + 0.3 - time.monotonic()))
     _the_last_slot_waits_for(arbiter, n2, high)   # 0.2 s before it is due
+
+
+def test_the_last_slot_is_kept_for_an_urgent_camera_that_arrives_irregularly() -> None:
+    """The high camera asks every 0.5 or 0.3 s in turn (mean 0.4 s, its gaps 0.1 s off the mean)
+    and its inferences are short: 0.16 s after it was due it may still come, so a normal camera
+    asking for the last slot then waits (a quarter of the gap after, it would not)."""
+    arbiter = RequestArbiter(2)
+    n2 = SourcePriority("normal", name="n2")
+    high = SourcePriority("high", name="high")
+    arbiter.acquire(SourcePriority("normal", name="n1"))   # holds the other slot all along
+    last = time.monotonic()
+    for k in range(12):
+        time.sleep(max(0.0, last - time.monotonic()))
+        ticket = arbiter.acquire(high)
+        time.sleep(0.01)
+        arbiter.release(ticket)
+        if k < 11:
+            last += 0.5 if k % 2 == 0 else 0.3
+    time.sleep(max(0.0, last + 0.4 + 0.16 - time.monotonic()))
+    _the_last_slot_waits_for(arbiter, n2, high)
