@@ -60,12 +60,11 @@ PACE_WEIGHT = 0.2
 #: a due camera that is late keeps the last slot reserved for this share of its gap
 LATE_SHARE = 0.25
 #: an inference started now may end as late as the mean length plus this many mean absolute
-#: deviations (a bound on the slow ones, as TCP bounds a round trip; the deviation's running
-#: mean weighs a new sample PACE_WEIGHT / 2): the last slot is kept that long before an urgent
-#: camera is due.  With the mean alone, the slow inferences of a saturated machine made the
-#: urgent camera wait for them: its p99 latency at 1.5x the capacity was 1.38x its p99 at
-#: 0.5x, against 1.14x with this bound (``bench.priorities``' scene, 4 interleaved rounds,
-#: 2-core AMD EPYC Zen 4)
+#: deviations (a bound on the slow ones, as TCP bounds a round trip; :class:`RunningLength`):
+#: the last slot is kept that long before an urgent camera is due.  With the mean alone, the
+#: slow inferences of a saturated machine made the urgent camera wait for them: its p99
+#: latency at 1.5x the capacity was 1.38x its p99 at 0.5x, against 1.14x with this bound
+#: (``bench.priorities``' scene, 4 interleaved rounds, 2-core AMD EPYC Zen 4)
 BUSY_DEVIATIONS = 4.0
 #: an urgent camera may arrive this many mean absolute deviations of its request gaps
 #: earlier or later than its pace predicts (a frame delayed upstream comes late, and the one
@@ -73,6 +72,26 @@ BUSY_DEVIATIONS = 4.0
 #: 1-4 % of its frames at 1.5x the capacity, each time it came outside the window; with it its
 #: p99 at 1.5x was 0.94-0.96x its p99 at 0.5x, against 1.11-1.52x (two A/B runs of 6 rounds)
 ARRIVAL_DEVIATIONS = 2.0
+
+
+@dataclass
+class RunningLength:
+    """A running mean of a length of time (s) and the running mean absolute deviation from it
+    (weights PACE_WEIGHT and PACE_WEIGHT / 2 on a new sample); the first sample sets the mean.
+    ``bound(k)``: the mean plus ``k`` deviations, a length the slow samples rarely exceed."""
+
+    mean: float = 0.0
+    dev: float = 0.0
+
+    def add(self, sample: float) -> None:
+        if self.mean == 0.0:
+            self.mean = sample
+            return
+        self.dev += PACE_WEIGHT / 2 * (abs(sample - self.mean) - self.dev)
+        self.mean += PACE_WEIGHT * (sample - self.mean)
+
+    def bound(self, deviations: float) -> float:
+        return self.mean + deviations * self.dev
 
 
 @dataclass
@@ -110,11 +129,9 @@ class RequestArbiter:
         self._held: dict[int, Callable[[], bool] | None] = {}  # slot ticket -> "is its inference over?"
         self._waiting: dict[int, SourcePriority] = {}
         self._present: dict[int, SourcePriority] = {}  # id(camera) -> camera, pruned by _contended
-        self._pace: dict[int, tuple[float, float]] = {}  # id(camera) -> (last request, mean gap s)
-        self._jitter: dict[int, float] = {}             # id(camera) -> mean deviation of its gaps (s)
+        self._pace: dict[int, tuple[float, RunningLength]] = {}  # id(camera) -> (last request, its gaps)
         self._started_at: dict[int, float] = {}        # slot ticket -> monotonic start
-        self._busy_s = 0.0                              # mean inference length (s)
-        self._busy_dev = 0.0                            # its mean absolute deviation (s)
+        self._busy = RunningLength()                    # inference lengths
         self._order = itertools.count()
 
     @property
@@ -181,20 +198,16 @@ class RequestArbiter:
         present at once rather than :data:`PRESENCE_S` after its last start."""
         with self._cond:
             self._pace.pop(id(who), None)
-            self._jitter.pop(id(who), None)
             if self._present.pop(id(who), None) is not None:
                 self._cond.notify_all()
 
     def _arrive(self, who: SourcePriority, now: float) -> None:
         """``who`` asks for a slot now: present, and its pace updated (lock held)."""
         self._present[id(who)] = who
-        last, gap = self._pace.get(id(who), (None, 0.0))
+        last, gaps = self._pace.get(id(who), (None, RunningLength()))
         if last is not None:
-            if gap:
-                dev = self._jitter.get(id(who), 0.0)
-                self._jitter[id(who)] = dev + PACE_WEIGHT / 2 * (abs(now - last - gap) - dev)
-            gap = now - last if gap == 0.0 else gap + PACE_WEIGHT * (now - last - gap)
-        self._pace[id(who)] = (now, gap)
+            gaps.add(now - last)
+        self._pace[id(who)] = (now, gaps)
 
     def _may_start(self, who: SourcePriority, now: float, first: bool) -> bool:
         """Whether ``who`` (next in line or not) may start now (lock held)."""
@@ -209,13 +222,14 @@ class RequestArbiter:
         would end (or is a little late): the last slot is kept for it (lock held)."""
         rank = who.rank(now)
         for key, cam in self._present.items():
-            last, gap = self._pace.get(key, (0.0, 0.0))
-            if gap <= 0.0 or cam.rank(now) >= rank:
+            pace = self._pace.get(key)
+            if pace is None or pace[1].mean <= 0.0 or cam.rank(now) >= rank:
                 continue
-            due = last + gap
-            jitter = ARRIVAL_DEVIATIONS * self._jitter.get(key, 0.0)
-            ends = self._busy_s + BUSY_DEVIATIONS * self._busy_dev   # a slow inference started now
-            if due - ends - jitter <= now <= due + LATE_SHARE * gap + jitter:
+            last, gaps = pace
+            due = last + gaps.mean
+            jitter = ARRIVAL_DEVIATIONS * gaps.dev   # its own irregularity, either side
+            slow_end = self._busy.bound(BUSY_DEVIATIONS)   # of an inference started now
+            if due - slow_end - jitter <= now <= due + LATE_SHARE * gaps.mean + jitter:
                 return True
         return False
 
@@ -230,7 +244,6 @@ class RequestArbiter:
             elif cam is not who:
                 del self._present[key]
                 self._pace.pop(key, None)
-                self._jitter.pop(key, None)
         return len(levels) > 1
 
     def _reclaim(self) -> None:
@@ -241,13 +254,9 @@ class RequestArbiter:
                 self._end(ticket, now)
 
     def _end(self, ticket: int, now: float) -> None:
-        """Slot ``ticket`` is free; its inference length goes into the mean and the mean
-        deviation (lock held)."""
+        """Slot ``ticket`` is free; its inference length goes into the running one (lock held)."""
         del self._held[ticket]
-        took = now - self._started_at.pop(ticket, now)
-        if self._busy_s:
-            self._busy_dev += PACE_WEIGHT / 2 * (abs(took - self._busy_s) - self._busy_dev)
-        self._busy_s = took if self._busy_s == 0.0 else self._busy_s + PACE_WEIGHT * (took - self._busy_s)
+        self._busy.add(now - self._started_at.pop(ticket, now))
 
     def _grant(self, who: SourcePriority, ticket: int) -> int:
         self._held[ticket] = None
