@@ -10,8 +10,8 @@ Peers run on the rows they fit when installed (``make peers``): MediaPipe FaceMe
 (latency against FPS); the ``ocr`` rows also run vapipe on ONNX Runtime (``vapipe-ort``, the
 same PP-OCR .onnx files).  Each row prints its table and writes ``OUT/ROW/bench.json`` and
 ``bench.png``; the run ends with one table of every row's ratios (medians of the rounds'
-own) and targets (``OUT/summary.json``).  A row is one line of :data:`ROWS`: a pipeline, a clip, cameras
-and ``--set`` overrides.
+own) and targets (``OUT/summary.json``).  A row is one line of :data:`ROWS`: a pipeline, a
+clip, cameras and ``--set`` overrides.
 
     python -m bench.suite [--frames 150] [--rounds 5] [--out bench-output] [--only persons-1,ocr-720p-f32]
 """

@@ -56,8 +56,8 @@ def evaluate(result: dict[str, Any]) -> dict[str, Any]:
     rounds = {m: r.get("rounds") for m, r in modes.items()}
     if dec.get("fps") and inf.get("fps"):
         out["limit_fps"] = round(_limit(dec["fps"], inf["fps"]), 2)
-        both = _paired(dec.get("rounds"), inf.get("rounds"))   # same length, all > 0
-        rounds["limit"] = [_limit(d, i) for d, i in zip(dec["rounds"], inf["rounds"])] if both else None
+        if _paired(dec.get("rounds"), inf.get("rounds")):   # the same rounds, all > 0
+            rounds["limit"] = [_limit(d, i) for d, i in zip(dec["rounds"], inf["rounds"])]
     vapipe = modes.get("vapipe", {})
     vap = vapipe.get("fps")
     work = vapipe.get("work_ms")
