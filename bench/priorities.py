@@ -1,17 +1,18 @@
 """Request priorities under load: one high-priority camera and 7 normal ones on a shared detector.
 
 First the capacity C of the pipeline is measured (frames per second of the 8 cameras
-together, offering 30 fps each as live cameras, or unpaced: the more of the two).  Then, for
-offered loads L = 0.5, 1, 1.5 and 2 x C, the 8 cameras deliver frames at L x C / 8 fps each,
-as live cameras do (the newest frames kept, the dropped ones counted), with priorities
-(camera 0 ``high``, the others ``normal`` with a guaranteed ``--min-fps``) in
+together, offering 30 fps each as live cameras, or unpaced: the more of the two). Then, for
+offered loads L = 0.5, 1, 1.5 and 2 x C, the 8 cameras deliver frames at L x C / 8 fps
+each, as live cameras do (the newest frames kept, the dropped ones counted), with
+priorities (camera 0 ``high``, the others ``normal`` with a guaranteed ``--min-fps``) in
 :data:`LOAD_ROUNDS` rounds interleaved over the loads (camera 0's latency over the frames
-of all of them) and once without.  Reported per run: camera 0's p50/p99 end-to-end latency in the steady state (the
-first :data:`WARMUP_S` of each camera, first inferences and threads starting, are not load)
-and its drops, the slowest normal camera's rate, the total rate.  Last, with camera 0 idle
-(it sends one frame, then nothing), the total rate with the arbiter against without (what
-priorities cost when nobody needs them): the median of the ratios of :data:`IDLE_ROUNDS`
-interleaved pairs of runs.
+of all of them) and once without; a run below the capacity lasts ``1 / L`` times longer, so
+that camera 0 sends as many frames as at the capacity. Reported per run: camera 0's p50/p99
+end-to-end latency in the steady state (the first :data:`WARMUP_S` of each camera, first
+inferences and threads starting, are not load) and its drops, the slowest normal camera's
+rate, the total rate. Last, with camera 0 idle (it sends one frame, then nothing), the
+total rate with the arbiter against without (what priorities cost when nobody needs them):
+the median of the ratios of :data:`IDLE_ROUNDS` interleaved pairs of runs.
 
     python -m bench.priorities [--seconds 8] [--min-fps 2] [--out bench-output/priorities]
 
@@ -117,7 +118,9 @@ def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | N
     for k in range(LOAD_ROUNDS):  # rounds interleaved over the loads: the machine's drift weighs on all alike
         for load in loads:
             fps = load * capacity / CAMERAS
-            frames = max(10, int(fps * seconds))
+            # below capacity a run lasts longer: camera 0 sends as many frames as at capacity,
+            # so that its p99 at 0.5x is not taken from a third of the frames it is compared with
+            frames = max(10, int(max(fps, capacity / CAMERAS) * seconds))
             for mode, prio in (("priorities", _levels(min_fps)), ("none", None)):
                 if mode == "none" and k:
                     continue  # without priorities the latency grows many times over: one round shows it

@@ -23,7 +23,7 @@ def _start_waiters(arbiter: RequestArbiter, who: list[SourcePriority], order: li
         t.start()
         threads.append(t)
         deadline = time.monotonic() + 2
-        while p.waits == 0 and time.monotonic() < deadline:
+        while p.waits == 0 and p.name not in order and time.monotonic() < deadline:
             time.sleep(0.001)
     return threads
 
@@ -162,6 +162,28 @@ def test_a_finished_inference_gives_its_slot_to_a_waiter_before_its_owner_collec
     assert order == ["high", "second"]
 
 
+def test_a_waiter_asks_whether_an_inference_ended_without_holding_the_lock() -> None:
+    """``over()`` calls into the runtime, which lets go of the GIL: asked under the arbiter's
+    lock, every other camera would wait for the lock until the asking thread had the GIL back.
+    While the waiter asks, another thread takes the lock at once."""
+    arbiter = RequestArbiter(1)
+    ticket = arbiter.acquire(SourcePriority("normal", name="owner"))
+    blocked: list[bool] = []
+
+    def over() -> bool:
+        other = threading.Thread(target=arbiter.release, args=(-1,))   # takes the lock; no slot -1
+        other.start()
+        other.join(1.0)
+        blocked.append(other.is_alive())
+        return True
+
+    arbiter.watch(ticket, over)
+    order: list[str] = []
+    for t in _start_waiters(arbiter, [SourcePriority("high", name="high")], order):
+        t.join(2)
+    assert order == ["high"] and blocked and not any(blocked)
+
+
 def test_unknown_priority_is_rejected_naming_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown priority 'urgent'; valid: high, normal, low"):
         SourcePriority("urgent")
@@ -220,7 +242,8 @@ def _save(model) -> str:
 
 def _the_last_slot_waits_for(arbiter: RequestArbiter, normal: SourcePriority, high: SourcePriority) -> None:
     """With one of two slots held: ``normal`` asks for the last one and waits; ``high``, asking
-    after it, starts first; ``normal`` starts when the other slot is released."""
+    after it, starts first, on arrival (it never queues); ``normal`` starts when the other
+    slot is released."""
     order: list[str] = []
     threads = _start_waiters(arbiter, [normal], order)
     time.sleep(0.02)
@@ -228,6 +251,7 @@ def _the_last_slot_waits_for(arbiter: RequestArbiter, normal: SourcePriority, hi
     threads += _start_waiters(arbiter, [high], order)
     _wait_for(order, 1)
     assert order == [high.name]
+    assert high.waits == 0
     arbiter.release()   # the other slot
     _wait_for(order, 2)
     assert order == [high.name, normal.name]
@@ -288,19 +312,45 @@ def test_the_last_slot_is_kept_for_the_slow_inferences_too() -> None:
 
 def test_the_last_slot_is_kept_for_an_urgent_camera_that_arrives_irregularly() -> None:
     """The high camera asks every 0.5 or 0.3 s in turn (mean 0.4 s, its gaps 0.1 s off the mean)
-    and its inferences are short: 0.16 s after it was due it may still come, so a normal camera
-    asking for the last slot then waits (a quarter of the gap after, it would not)."""
+    and its inferences are short: 0.1 s before it is due it may already come (after a late
+    frame the next one is early), so a normal camera asking for the last slot then waits (with
+    gaps of exactly 0.4 s it would not: an inference started then ends long before)."""
     arbiter = RequestArbiter(2)
     n2 = SourcePriority("normal", name="n2")
     high = SourcePriority("high", name="high")
     arbiter.acquire(SourcePriority("normal", name="n1"))   # holds the other slot all along
+    last = _paced(arbiter, high, [0.5, 0.3] * 5 + [0.5])
+    time.sleep(max(0.0, last + 0.4 - 0.1 - time.monotonic()))
+    _the_last_slot_waits_for(arbiter, n2, high)
+
+
+def test_the_last_slot_is_kept_for_an_urgent_camera_late_by_up_to_a_gap() -> None:
+    """The high camera asks every 0.2 s; 0.15 s after it was due (its frame held up upstream)
+    a normal camera asking for the last slot still waits, and the high camera, coming then,
+    starts first.  Late by more than a gap, it no longer counts as due: the normal camera
+    starts at once."""
+    for late, kept in ((0.15, True), (0.3, False)):
+        arbiter = RequestArbiter(2)
+        n2 = SourcePriority("normal", name="n2")
+        high = SourcePriority("high", name="high")
+        arbiter.acquire(SourcePriority("normal", name="n1"))   # holds the other slot all along
+        last = _paced(arbiter, high, [0.2] * 9)
+        time.sleep(max(0.0, last + 0.2 + late - time.monotonic()))
+        if kept:
+            _the_last_slot_waits_for(arbiter, n2, high)
+        else:
+            arbiter.acquire(n2)
+            assert n2.waits == 0, late
+
+
+def _paced(arbiter: RequestArbiter, high: SourcePriority, gaps: list[float]) -> float:
+    """``high`` starts a 10 ms inference, then again after each of ``gaps`` (s); returns the
+    monotonic time of its last start."""
     last = time.monotonic()
-    for k in range(12):
+    for gap in [0.0, *gaps]:
+        last += gap
         time.sleep(max(0.0, last - time.monotonic()))
         ticket = arbiter.acquire(high)
         time.sleep(0.01)
         arbiter.release(ticket)
-        if k < 11:
-            last += 0.5 if k % 2 == 0 else 0.3
-    time.sleep(max(0.0, last + 0.4 + 0.16 - time.monotonic()))
-    _the_last_slot_waits_for(arbiter, n2, high)
+    return last
