@@ -15,6 +15,8 @@ from typing import Any, Callable, Literal
 __all__ = ["BoundedQueue", "Closed", "FullPolicy", "EMPTY"]
 
 EMPTY = object()  # returned by BoundedQueue.get when give_up_after runs out
+#: a queue keeps the monotonic times of this many of its latest drops
+DROP_TIMES_KEPT = 1000
 
 FullPolicy = Literal["block", "drop_oldest"]
 
@@ -32,6 +34,7 @@ class BoundedQueue:
         self.policy = policy
         self.stop = stop
         self.dropped = 0
+        self.drop_times: collections.deque[float] = collections.deque(maxlen=DROP_TIMES_KEPT)
         self.full_puts = 0  # puts that found the queue full (waited, or dropped an item)
         self.puts = 0
         self.put_wait_s = 0.0  # time producers spent waiting for room
@@ -64,6 +67,7 @@ class BoundedQueue:
             if self.keep is None or not self.keep(old):
                 del self._items[i]
                 self.dropped += 1
+                self.drop_times.append(time.monotonic())
                 return True
         return False  # only markers queued: wait like a blocking queue
 

@@ -313,6 +313,7 @@ class Session:
         cam.close()
         cam.collect_counters()
         cam.stats.dropped += cam.units.dropped + cam.frames.dropped
+        cam.stats.drop_times = sorted([*cam.units.drop_times, *cam.frames.drop_times])
         cam.stats.decode_errors = getattr(cam.source, "decode_errors", 0)
         if cam.priority is not None:
             p = cam.priority

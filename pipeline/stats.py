@@ -59,6 +59,7 @@ class SourceStats:
     decoded: int = 0
     processed: int = 0
     dropped: int = 0
+    drop_times: list[float] = field(default_factory=list)  # monotonic times of the latest drops
     skipped_errors: int = 0
     first_out: float | None = None
     last_out: float | None = None
@@ -87,6 +88,11 @@ class SourceStats:
                 self.first_out = now
             self.last_out = now
         self.latency.add((time.monotonic_ns() - captured_ns) / 1e6)
+
+    def dropped_after(self, t: float) -> int:
+        """Frames dropped at monotonic time ``t`` or later (from the latest 1,000 drops of
+        each queue)."""
+        return sum(1 for d in self.drop_times if d >= t)
 
     @property
     def fps(self) -> float:

@@ -42,3 +42,24 @@ def test_summary_can_leave_out_the_oldest_samples() -> None:
         lat.add(ms)
     assert lat.summary()["p99_ms"] > 400.0 and lat.summary(skip=2)["p99_ms"] == 10.0
     assert lat.summary(skip=2)["count"] == 10 and lat.summary(skip=20)["p50_ms"] == 0.0
+
+
+def test_a_source_counts_the_frames_its_queues_dropped_after_a_given_time() -> None:
+    """A full drop_oldest queue drops its oldest item and keeps the time of the drop: the drops
+    after the start-up can be told from those during it."""
+    import threading
+    import time
+
+    from pipeline.queues import BoundedQueue
+    from pipeline.stats import SourceStats
+
+    queue = BoundedQueue(1, "drop_oldest", threading.Event())
+    queue.put("a")
+    queue.put("b")                 # drops "a"
+    time.sleep(0.02)
+    later = time.monotonic()
+    queue.put("c")                 # drops "b"
+    assert queue.dropped == 2 and len(queue.drop_times) == 2
+    stats = SourceStats("cam", dropped=queue.dropped, drop_times=sorted(queue.drop_times))
+    assert stats.dropped_after(later) == 1
+    assert stats.dropped_after(0.0) == 2
