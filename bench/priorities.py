@@ -95,13 +95,14 @@ def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: lis
 
 def _over_rounds(rs: list[dict[str, Any]]) -> dict[str, Any]:
     """One load's runs of one mode as one: the run of median camera-0 p99 (its rates), camera 0's
-    drops after the warm-up summed over the rounds, and its p50/p99 over the steady-state frames
+    drops (after the warm-up and during it) summed over the rounds, and its p50/p99 over the steady-state frames
     of every round together (a p99 of one short run is nearly its worst frame, and the median of
     a few such is still one frame's luck); every round's own p99 is kept."""
     middle = sorted(rs, key=lambda r: r["cameras"][0]["p99_ms"])[len(rs) // 2]
     pooled = np.concatenate([np.asarray(r["camera0_ms"], np.float64) for r in rs])
     cam0 = dict(middle["cameras"][0])
-    cam0["dropped"] = sum(r["cameras"][0]["dropped"] for r in rs)   # camera 0 drops nothing in any round
+    for key in ("dropped", "dropped_warmup"):   # camera 0 drops nothing in any round
+        cam0[key] = sum(r["cameras"][0][key] for r in rs)
     if len(pooled):
         cam0.update(p50_ms=round(float(np.percentile(pooled, 50)), 1), p99_ms=round(float(np.percentile(pooled, 99)), 1))
     return {"total_fps": middle["total_fps"], "cameras": [cam0, *middle["cameras"][1:]],

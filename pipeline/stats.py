@@ -59,7 +59,7 @@ class SourceStats:
     decoded: int = 0
     processed: int = 0
     dropped: int = 0
-    drop_times: list[float] = field(default_factory=list)  # monotonic times of the latest drops
+    drop_times: list[float] = field(default_factory=list)  # monotonic times of the latest drops, sorted
     skipped_errors: int = 0
     first_out: float | None = None
     last_out: float | None = None
@@ -92,7 +92,7 @@ class SourceStats:
     def dropped_after(self, t: float) -> int:
         """Frames dropped at monotonic time ``t`` or later (from the latest 1,000 drops of
         each queue)."""
-        return sum(1 for d in self.drop_times if d >= t)
+        return len(self.drop_times) - bisect.bisect_left(self.drop_times, t)
 
     @property
     def fps(self) -> float:
