@@ -17,7 +17,7 @@ from .arbiter import SourcePriority
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
-from .priority import YieldWhileAhead
+from .priority import NiceGroup, YieldWhileAhead
 from .queues import EMPTY, BoundedQueue, Closed
 from .run_options import RunOptions, StageFailure
 from .stage import InferStage
@@ -87,6 +87,8 @@ class Camera:
         self._down_since: float | None = None
         self.multi_camera = False
         self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
+        #: the decoders this one is lowered and raised with (the run's), or None: on its own
+        self.decoder_group: NiceGroup | None = None
         self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
         self.exit_cpu: dict[int, float] = {}  # OS thread id -> its CPU seconds when it ended
         #: FFmpeg's frame threads (OS thread id -> CPU seconds) when the decoder thread ended
@@ -201,7 +203,8 @@ class Camera:
 
     def decoder(self) -> None:
         self.native_ids["decode"] = threading.get_native_id()
-        priority = YieldWhileAhead(self.frames, self.decoder_nice)
+        priority = (self.decoder_group.join(self.frames) if self.decoder_group is not None
+                    else YieldWhileAhead(self.frames, self.decoder_nice))
         try:
             while True:
                 try:
@@ -225,6 +228,7 @@ class Camera:
         except Exception as exc:  # noqa: BLE001
             self._fail(exc, "decoder")
         finally:
+            priority.leave()
             self.stats.decoder_priority_changes = priority.changes
             self.halt_reading.set()
             self.frames.put_final(_END)

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
-from pipeline.priority import YieldWhileAhead, thread_nice
+from pipeline.priority import NiceGroup, YieldWhileAhead, thread_nice
 from pipeline.queues import BoundedQueue
 from pipeline.runtime import RunOptions, run_pipeline
 
@@ -95,6 +95,113 @@ def test_bad_thresholds_are_refused() -> None:
     with pytest.raises(ValueError, match="behind < ahead"):
         YieldWhileAhead(BoundedQueue(1, "block", threading.Event()), window=4, ahead=0.1, behind=0.5)
 
+
+
+class _Counted:
+    """Stands for a queue: the rule reads only how many puts found it full."""
+
+    full_puts = 0
+
+
+class _Member:
+    """A thread that joins ``group`` with its first put, then reports its nice value when asked;
+    the test makes the member's later puts itself (the group acts on the thread it registered)."""
+
+    def __init__(self, group: NiceGroup) -> None:
+        self.queue = _Counted()
+        self.rule = group.join(self.queue)
+        self._ask = threading.Event()
+        self._told = threading.Event()
+        self._stop = False
+        self.nice = -100
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        assert self._told.wait(5)
+
+    def _run(self) -> None:
+        self.rule.after_put()           # joins, from its own thread (not full)
+        while True:
+            self.nice = thread_nice()
+            self._told.set()
+            self._ask.wait(5)
+            self._ask.clear()
+            if self._stop:
+                return
+
+    def put(self, full: bool) -> None:
+        self.queue.full_puts += int(full)
+        self.rule.after_put()
+
+    def report(self) -> int:
+        self._told.clear()
+        self._ask.set()
+        assert self._told.wait(5)
+        return self.nice
+
+    def stop(self) -> None:
+        self._stop = True
+        self._ask.set()
+        self._thread.join(5)
+
+
+def test_the_decoders_of_a_group_are_lowered_together_on_their_pooled_share() -> None:
+    base = thread_nice()
+    group = NiceGroup(nice=7, window=4)
+    a, b = _Member(group), _Member(group)   # one put each
+    try:
+        for _ in range(3):
+            a.put(True)
+            b.put(True)
+        assert not group.lowered        # the first window (the start-up's) is not judged
+        for _ in range(4):
+            a.put(True)                 # a's queue is always full
+        b.put(True)
+        b.put(False)
+        b.put(False)
+        assert not group.lowered        # 7 of the 8 puts the group decides on
+        b.put(False)                    # 5 of 8 found their queue full: b alone (1 of 4) would stay up
+        assert group.lowered
+        assert (a.report(), b.report()) == (max(base, 7), max(base, 7))
+        assert a.rule.changes == b.rule.changes == 1
+        c = _Member(group)              # a decoder that joins a lowered group starts lowered
+        assert c.report() == max(base, 7)
+        c.stop()
+        c.rule.leave()
+        if not CAN_RAISE:
+            return
+
+        def window(full: bool) -> None:
+            for _ in range(4):
+                a.put(full)
+                b.put(full)
+
+        window(False)                   # 0 of 8 full (c has left): both go back up together
+        assert not group.lowered
+        assert (a.report(), b.report()) == (base, base)
+        assert a.rule.changes == b.rule.changes == 2
+        window(True)                    # the lowering was undone at once: two full windows now
+        assert not group.lowered
+        window(True)
+        assert group.lowered and a.report() == max(base, 7)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_the_decoders_of_a_run_share_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    joined: list[NiceGroup] = []
+    real = NiceGroup.join
+
+    def join(self: NiceGroup, queue: BoundedQueue) -> YieldWhileAhead:
+        joined.append(self)
+        return real(self, queue)
+
+    monkeypatch.setattr(NiceGroup, "join", join)
+    graph = build_graph(parse_config(PIPELINE.format(decode=0, infer=6), "t.yaml").get("p"))
+    summary = run_pipeline(graph, ["cam0", "cam1", "cam2"], RunOptions(output_dir=tmp_path, handle_signals=False))
+    assert summary.error is None and all(s.processed == 80 for s in summary.sources)
+    assert len(joined) == 3 and joined[0] is joined[1] is joined[2] and joined[0].nice == 10
+    assert joined[0].lowered and all(s.decoder_priority_changes == 1 for s in summary.sources)
 
 PIPELINE = """
 pipelines:
