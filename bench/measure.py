@@ -62,7 +62,8 @@ class Clock:
         for done, lat in zip(self.done, self.latency):
             fps = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else 0.0
             cams.append(camera_result(len(done), fps, lat if latency else None))
-        return mode_result(cams, self.first, self.last)
+        spans = [(done[0], done[-1]) if done else None for done in self.done]
+        return mode_result(cams, self.first, self.last, spans)
 
 
 def camera_result(frames: int, fps: float, latencies: Sequence[float] | None) -> dict[str, Any]:
@@ -75,12 +76,24 @@ def camera_result(frames: int, fps: float, latencies: Sequence[float] | None) ->
 
 
 def mode_result(cams: list[dict[str, Any]], first: tuple[float, float] | None,
-                last: tuple[float, float] | None) -> dict[str, Any]:
-    """A mode's result from its cameras' results and its (wall, cpu) window."""
+                last: tuple[float, float] | None,
+                spans: Sequence[tuple[float, float] | None] | None = None) -> dict[str, Any]:
+    """A mode's result from its cameras' results and its (wall, cpu) window.
+
+    ``spans``: each camera's first and last result (seconds, one clock).  With them the
+    mode's FPS is every camera's frames over the time from the first result of any camera
+    to the last of any; without, the sum of the cameras' own rates, which overstates what
+    the cores carried when cameras end at different times (a camera that outruns the
+    others finishes early, and its rate counts as if it had run all along)."""
     cpu = None
     if first is not None and last is not None and last[0] > first[0]:
         cpu = (last[1] - first[1]) / (last[0] - first[0]) / (os.cpu_count() or 1)
-    res: dict[str, Any] = {"fps": round(sum(c["fps"] for c in cams), 2), "cameras": cams,
+    fps = sum(c["fps"] for c in cams)
+    if spans and len(cams) > 1 and all(spans):
+        start, end = min(s[0] for s in spans), max(s[1] for s in spans)  # type: ignore[index]
+        frames = sum(c["frames"] for c in cams)
+        fps = (frames - 1) / (end - start) if end > start else 0.0
+    res: dict[str, Any] = {"fps": round(fps, 2), "cameras": cams,
                            "cpu_util": None if cpu is None else round(cpu, 3)}
     lat50 = [c["latency_p50_ms"] for c in cams if "latency_p50_ms" in c]
     if lat50:

@@ -98,7 +98,8 @@ def run_vapipe(plan: BenchPlan, mode: str) -> dict[str, Any]:
             c["latency_p50_ms"] = round(lat["p50_ms"], 2)
             c["latency_p95_ms"] = round(lat["p95_ms"], 2)
         cams.append(c)
-    res = mode_result(cams, first[0] if first else None, last)
+    spans = [(s.first_out, s.last_out) if s.first_out is not None else None for s in summary.sources]
+    res = mode_result(cams, first[0] if first else None, last, spans)
     res["stages"] = {n: {k: round(v, 3) for k, v in st.summary().items()} for n, st in summary.stages.items()
                      if n != RECORDER}
     res["threads"] = summary.threads
