@@ -63,6 +63,8 @@ def test_overrides_fill_only_what_the_user_left_open() -> None:
     plan = plan_for_graph(graph, sources=1, cores=4, overrides=user)
     out = plan_overrides(plan, graph, user)
     assert out["decode"]["threads"] == 3
+    # this plan's own precision: the user's streams make it time the models again
+    measured = {n: {"INFERENCE_PRECISION_HINT": p} for n, p in plan.precision.items()}
     assert out["landmarks"]["config"] == {"NUM_STREAMS": 2, "PERF_COUNT": True, **measured.get("landmarks", {})}
     assert out["face_detect"]["config"]["INFERENCE_PRECISION_HINT"] == "f32"
     assert out["face_detect"]["config"]["ENABLE_CPU_PINNING"] is True  # the user's value wins
