@@ -17,7 +17,7 @@ from .arbiter import SourcePriority
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
-from .priority import NiceGroup, YieldWhileAhead
+from .priority import NiceGroup
 from .queues import EMPTY, BoundedQueue, Closed
 from .run_options import RunOptions, StageFailure
 from .stage import InferStage
@@ -86,9 +86,9 @@ class Camera:
         self._error_seen: set[str] = set()
         self._down_since: float | None = None
         self.multi_camera = False
-        self.decoder_nice = 0  # set from the thread plan: the decoder's nice value while ahead
-        #: the decoders this one is lowered and raised with (the run's), or None: on its own
-        self.decoder_group: NiceGroup | None = None
+        #: the decoders this one is lowered and raised with while ahead (the session gives
+        #: every camera of a run the same one, with the thread plan's nice value; 0: never lowered)
+        self.decoder_group = NiceGroup(0)
         self.native_ids: dict[str, int] = {}  # thread role (read, decode, work, sync) -> OS thread id
         self.exit_cpu: dict[int, float] = {}  # OS thread id -> its CPU seconds when it ended
         #: FFmpeg's frame threads (OS thread id -> CPU seconds) when the decoder thread ended
@@ -203,8 +203,7 @@ class Camera:
 
     def decoder(self) -> None:
         self.native_ids["decode"] = threading.get_native_id()
-        priority = (self.decoder_group.join(self.frames) if self.decoder_group is not None
-                    else YieldWhileAhead(self.frames, self.decoder_nice))
+        priority = self.decoder_group.join(self.frames)
         try:
             while True:
                 try:

@@ -79,7 +79,7 @@ class Session:
         self._finished: set[int] = set()               # id() of cameras closed by _finish
         self._stop_at: float | None = None
         self._restore: list[Callable[[], None]] = []
-        self._decoder_groups: dict[int, NiceGroup] = {}  # decoders' nice while ahead -> their group
+        self._decoders: NiceGroup | None = None  # every camera's decoder, from the first camera's plan
         from .costs import CostCache
 
         #: measured costs the plan comes from (none with cores=0: every runtime keeps its defaults)
@@ -226,13 +226,11 @@ class Session:
         abort = threading.Event()  # per camera: remove_source may force one camera to stop
         cam = Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
                       self._report_failure, priority, own)
-        cam.decoder_nice = self.plan.decoder_nice
         # every decoder of the run goes up and down together: one left at normal priority
         # among lowered ones would take the CPU they leave, and its camera outrun the others
-        group = self._decoder_groups.get(cam.decoder_nice)
-        if group is None:
-            group = self._decoder_groups[cam.decoder_nice] = NiceGroup(cam.decoder_nice)
-        cam.decoder_group = group
+        if self._decoders is None:
+            self._decoders = NiceGroup(self.plan.decoder_nice)
+        cam.decoder_group = self._decoders
         cam.on_frame = self.on_frame
         return cam
 
