@@ -88,11 +88,12 @@ def mode_result(cams: list[dict[str, Any]], first: tuple[float, float] | None,
     cpu = None
     if first is not None and last is not None and last[0] > first[0]:
         cpu = (last[1] - first[1]) / (last[0] - first[0]) / (os.cpu_count() or 1)
-    fps = sum(c["fps"] for c in cams)
-    if spans and len(cams) > 1 and all(spans):
+    if spans and all(spans):
         start, end = min(s[0] for s in spans), max(s[1] for s in spans)  # type: ignore[index]
         frames = sum(c["frames"] for c in cams)
         fps = (frames - 1) / (end - start) if end > start else 0.0
+    else:
+        fps = sum(c["fps"] for c in cams)
     res: dict[str, Any] = {"fps": round(fps, 2), "cameras": cams,
                            "cpu_util": None if cpu is None else round(cpu, 3)}
     lat50 = [c["latency_p50_ms"] for c in cams if "latency_p50_ms" in c]
