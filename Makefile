@@ -41,9 +41,9 @@ $(PEERS_VENV)/.installed: bench/peers/requirements.txt | $(VENV)/.installed
 peers: $(PEERS_VENV)/.installed
 
 # Side-by-side speed benchmark (slow; not part of `make test`), both regimes: persons (1 and 4
-# cameras) and faces (1080p, 720p) at the default precision and at f32, ocr on a 1280x720 ticker
-# clip (also with every model on ONNX Runtime: vapipe-ort), peers where they fit; tables on stdout,
-# bench.json/bench.png per row in bench-output/.
+# cameras), faces (1080p, 720p) and ocr (a 1280x720 ticker clip) at the default precision and at
+# f32 (ocr once where the default is f32; also with every model on ONNX Runtime: vapipe-ort),
+# YOLO objects, peers where they fit; tables on stdout, bench.json/bench.png per row in bench-output/.
 # BENCH_ARGS: e.g. --only persons-1,ocr-720p-f32 --rounds 2 --frames 60.  Without the peers
 # (their install failed: no wheels for this Python), the rows say so and run without them.
 BENCH_ARGS ?=

@@ -3,7 +3,8 @@
 * **decode-bound** (inference is cheap at the CPU's default precision): ``persons`` with 1
   and 4 cameras and ``faces`` on 1080p and 720p H.264 clips made from the shared clips;
 * **inference-bound**: the same with OpenVINO forced to f32 (``INFERENCE_PRECISION_HINT: f32``
-  on every model, in every mode), and ``ocr`` on a 1280x720 ``testsrc://ticker`` clip.
+  on every model, in every mode), and ``ocr`` on a 1280x720 ``testsrc://ticker`` clip, at f32
+  and at the runtime's default precision (left out where that is f32).
 
 Peers run on the rows they fit when installed (``make peers``): MediaPipe FaceMesh on the
 ``faces`` rows, RapidOCR on ``ocr``.  ``persons-1`` also sweeps ``--requests 1,2,3,4``
@@ -29,7 +30,7 @@ from typing import Any, Callable
 
 from .clips import scaled_clip, shared_dir, ticker_clip
 
-__all__ = ["Row", "ROWS", "f32", "main"]
+__all__ = ["Row", "ROWS", "f32", "main", "without_f32_twins"]
 
 PERSON_CLIP = "one-by-one-person-detection.mp4"
 PERSON_FROM = 75      # the first frame with a person in view (the clip starts on an empty room)
@@ -62,6 +63,7 @@ class Row:
     sweep: tuple[int, ...] = ()   # --requests-sweep
     engine: str = "openvino"      # --engine (onnxruntime: also vapipe-ort)
     default: bool = True          # part of a run without --only
+    f32_twin: str | None = None   # the row this one repeats on a CPU that computes in f32 by default
 
 
 def _shared(name: str, width: int, height: int, start: int = 0) -> Callable[[int], tuple[Path, Path | None]]:
@@ -94,9 +96,11 @@ ROWS: tuple[Row, ...] = (
     # 90 frames: at 5 fps about 10 frames are in flight, and a run of 30 was a third filling
     # and draining (FPS ratios moved by up to 0.5 between 30- and 90-frame runs)
     Row("ocr-720p-f32", INFER, "ocr", _ticker(1280, 720), sets=OCR_F32, frames=0.6, engine="onnxruntime"),
-    # Not in the default run (--only): the GIF itself, OCR at the default precision.
+    # OCR at the runtime's default precision (bf16 on CPUs with AVX-512 BF16 or AMX; where it is
+    # f32 this row is ocr-720p-f32 again and is left out)
+    Row("ocr-720p", INFER, "ocr", _ticker(1280, 720), frames=0.6, engine="onnxruntime", f32_twin="ocr-720p-f32"),
+    # Not in the default run (--only): the GIF itself.
     Row("faces-gif", DECODE, "faces", _gif(FACE_CLIP), default=False),
-    Row("ocr-720p", INFER, "ocr", _ticker(1280, 720), frames=0.6, default=False, engine="onnxruntime"),
     # The YOLO detector users bring (objects: YOLO11n, shared INT8 export), 1 and 4 cameras.
     Row("objects-1", INFER, "objects", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM)),
     Row("objects-4", INFER, "objects", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5),
@@ -134,6 +138,19 @@ def format_summary(results: dict[str, tuple[str, dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def without_f32_twins(keys: list[str], precision: str) -> list[str]:
+    """``keys`` without the rows that would repeat another row of ``keys`` on a CPU whose
+    default precision is ``precision`` (f32: a default-precision row is its f32 twin); says
+    which it leaves out."""
+    rows = {r.key: r for r in ROWS}
+    if precision != "f32":
+        return keys
+    twins = [k for k in keys if rows[k].f32_twin in keys]
+    for key in twins:
+        print(f"{key}: left out, this CPU computes in f32 by default (the same run as {rows[key].f32_twin})")
+    return [k for k in keys if k not in twins]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=150, help="frames per camera (rows scale it) and clip length")
@@ -154,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     from .report import format_table
     from .runner import run_bench
 
+    from pipeline.precision import default_precision
+
+    keys = without_f32_twins(keys, default_precision())
     config = Path(__file__).resolve().parents[1] / "pipelines.yaml"
     results: dict[str, tuple[str, dict[str, Any]]] = {}
     t0 = time.monotonic()

@@ -22,8 +22,8 @@ as that many single-threaded streams (``THROUGHPUT``: streams run separate
 requests without synchronising threads, so a stream descheduled for a moment
 stalls only itself) or one stream of that many threads (``LATENCY``).  Every
 camera keeps one request more than its share of the streams, at least 2.  Where two or
-more models each keep half a core or more busy, one whose threads would be busier than
-85 % gets a stream more (they hand frames to each other in bursts).  Decoders
+more models each keep half a core or more busy, each of them gets a stream more (they
+hand frames to each other in bursts).  Decoders
 get one thread each; more frame threads only when the decoders bind and the
 prediction rises by at least 10 % (each frame thread adds a frame of latency).
 Encoders (MP4 output) encode on the worker thread, or on threads of their own
@@ -67,16 +67,18 @@ THREAD_GAIN = 1.10
 DECODER_BUSY_MAX = 0.85
 #: a model's demand this close under a whole core keeps it at that many threads
 DEMAND_SLACK = 0.05
-#: Where two or more CPU models each keep at least HEAVY_MODEL of a core busy, a model whose
-#: threads would be busier than MODEL_BUSY_MAX gets one more single-threaded stream (cores
-#: permitting): such models hand frames to each other in bursts (a text detector's frame, then
-#: its lines to the recogniser), and a model held to its average share idles its core while it
-#: waits for the other.  ocr at f32 on a 720p ticker (2-core Xeon, AVX-512 BF16; detector 0.88
-#: and recogniser 0.96 of a core): 4.94 fps at 94-98 % CPU with one stream each, 5.21 fps at
-#: 99 % with two (median of 4 alternating runs).  A single model keeps its share: beside
-#: decoding, one thread carries 0.97 of a core best (see the tests).
+#: Where two or more CPU models each keep at least HEAVY_MODEL of a core busy, each of them
+#: gets one more single-threaded stream than its share (cores permitting): such models hand
+#: frames to each other in bursts (a text detector's frame, then its lines to the recogniser),
+#: and a model held to its average share idles its core while it waits for the other, however
+#: busy that share is on average.  ocr at f32 on a 720p ticker (2-core Xeon, AVX-512 BF16;
+#: detector 0.88 and recogniser 0.96 of a core): 4.94 fps at 94-98 % CPU with one stream each,
+#: 5.21 fps at 99 % with two (median of 4 alternating runs).  ocr at bf16 (2-core AMD EPYC
+#: Zen 4, AVX-512 BF16; detector 0.83 of a core): 7.5-7.8 fps at 94 % CPU with one detector
+#: stream, 0.94-0.99 of the runtimes' defaults in all 8 rounds; 7.9-8.1 fps at 99 % with two,
+#: 0.99-1.03 of the defaults.  A single model keeps its share: beside decoding, one thread
+#: carries 0.97 of a core best (see the tests).
 HEAVY_MODEL = 0.5
-MODEL_BUSY_MAX = 0.85
 CV2_THREADS = 1
 
 
@@ -335,8 +337,8 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
             user_set.append(st.name)
         else:
             threads = min(cores, max(1, math.ceil(demand - DEMAND_SLACK)))
-            if len(heavy) > 1 and st in heavy and demand > MODEL_BUSY_MAX * threads and st.hint != "LATENCY":
-                threads = min(cores, threads + 1)  # bursts: see MODEL_BUSY_MAX
+            if len(heavy) > 1 and st in heavy and st.hint != "LATENCY":
+                threads = min(cores, threads + 1)  # bursts: see HEAVY_MODEL
             streams = 1 if st.hint == "LATENCY" else threads
             predicted = min(predicted, 1000.0 * threads / (sources * max(st.frame_ms, 1e-6)))
             if not st.objects and not st.user_requests:  # region models size their pools to the objects

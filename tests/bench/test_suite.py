@@ -10,7 +10,7 @@ import pytest
 from bench.chain import load_chain, load_spec
 from bench.engine_modes import check_models, engine_mode
 from bench.plan import BenchPlan
-from bench.suite import ROWS, format_summary, main
+from bench.suite import ROWS, format_summary, main, without_f32_twins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +65,12 @@ def test_unknown_row(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--only", "persons-9"])
     assert "unknown row 'persons-9'" in capsys.readouterr().err
+
+
+def test_a_default_precision_row_is_left_out_where_the_default_is_f32(capsys: pytest.CaptureFixture[str]) -> None:
+    keys = [r.key for r in ROWS if r.default]
+    assert "ocr-720p" in keys and "ocr-720p-f32" in keys
+    assert without_f32_twins(keys, "bf16") == keys
+    assert without_f32_twins(keys, "f32") == [k for k in keys if k != "ocr-720p"]
+    assert "ocr-720p: left out" in capsys.readouterr().out
+    assert without_f32_twins(["ocr-720p"], "f32") == ["ocr-720p"]  # asked for alone: runs
