@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, host_key, measure_decode,
-                    measure_host, measure_model, model_cost, model_key, objects_key)
+                    measure_host, measure_models, model_costs, model_key, objects_key)
 from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo
 from .precision import Precision
 from .precision import choose as choose_precision
@@ -93,7 +93,7 @@ def measure_graph(graph: Any, stages: dict[str, Any], uris: list[str], needs_ima
             probe = st.planning_probe(src_wh)
             if probe is None or not probe.on_cpu:
                 continue
-            probe, entry, origin, precision = choose_precision(probe, lambda p: model_cost(p, cache, measure_model))
+            probe, entry, origin, precision = choose_precision(probe, lambda ps: model_costs(ps, cache, measure_models))
             key = model_key(probe)
         except Exception as exc:  # noqa: BLE001 - a model that cannot be read fails the stage's open
             out.failures.append(f"stage {name}: {exc}")

@@ -12,7 +12,8 @@ BF16 and no AMX, one thread per inference, bf16 against f32:
 * face mesh: 1.6 ms against 1.1 ms.
 
 So the planner measures each CPU model twice, at the runtime's default precision and at
-f32 (one inference on one thread each, cached per machine like every other cost), and
+f32 (one inference on one thread each, the two in turns, cached per machine like every
+other cost), and
 compiles it at f32 where that costs at most ``F32_MARGIN`` times the default.  f32 is the
 precision models are trained and validated in, so it wins a tie.  A precision hint in
 the stage's ``config`` wins over the measurement; ``--cores 0`` measures nothing and
@@ -90,20 +91,20 @@ def f32_probe(probe: ModelProbe) -> ModelProbe | None:
     return replace(probe, config={**probe.config, HINT: "f32"})
 
 
-def choose(probe: ModelProbe, cost: Callable[[ModelProbe], tuple[dict[str, Any], str]]
+def choose(probe: ModelProbe, costs: Callable[[list[ModelProbe]], list[tuple[dict[str, Any], str]]]
            ) -> tuple[ModelProbe, dict[str, Any], str, Precision | None]:
     """(probe, cost entry, origin, precision) of the faster compilation of ``probe``.
 
-    ``cost`` returns (entry with ``ms``, origin) for a probe (measured or cached).  Where the
-    planner does not choose (:func:`f32_probe` is None), ``probe`` and its cost at the
+    ``costs`` returns (entry with ``ms``, origin) for each of a list of probes (cached, or
+    measured together, in turns, so that a noisy moment cannot favour one of them).  Where
+    the planner does not choose (:func:`f32_probe` is None), ``probe`` and its cost at the
     runtime's default precision come back unchanged."""
-    entry, origin = cost(probe)
     alt = f32_probe(probe)
     if alt is None:
+        (entry, origin), = costs([probe])
         return probe, entry, origin, None
-    alt_entry, alt_origin = cost(alt)
+    (entry, origin), (alt_entry, alt_origin) = costs([probe, alt])
     default_ms, f32_ms = float(entry["ms"]), float(alt_entry["ms"])
     if f32_ms <= F32_MARGIN * default_ms:
         return alt, alt_entry, alt_origin, Precision("f32", default_precision("CPU"), default_ms, f32_ms)
     return probe, entry, origin, Precision(None, default_precision("CPU"), default_ms, f32_ms)
-

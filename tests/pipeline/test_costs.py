@@ -49,6 +49,25 @@ def test_a_model_is_timed_on_one_thread_and_bigger_work_costs_more(tmp_path: Pat
     assert big["ms"] > 4 * small["ms"], (small, big)
 
 
+def test_compilations_compared_are_measured_in_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The precision choice compares two compilations: one inference of each in turn, so that a
+    slow moment of the host falls on both; both go into the cache, and then come from it."""
+    order: list[str] = []
+
+    def runner(probe: ModelProbe):
+        return (lambda: order.append(probe.stage)), [8, 8]
+
+    monkeypatch.setattr(costs, "_model_runner", runner)
+    probes = [ModelProbe(n, Path("m.xml"), InputSpec(), "CPU", "THROUGHPUT", {"k": n}) for n in ("bf16", "f32")]
+    assert [e["input_hw"] for e in costs.measure_models(probes)] == [[8, 8], [8, 8]]
+    assert len(order) >= 2 * costs.MIN_SAMPLES and order == ["bf16", "f32"] * (len(order) // 2)
+    cache = CostCache(tmp_path / "costs.json")
+    fresh = costs.model_costs(probes, cache, lambda ps: [{"ms": 1.0 + i, "input_hw": [8, 8]} for i, _ in enumerate(ps)])
+    assert [(e["ms"], o) for e, o in fresh] == [(1.0, "measured"), (2.0, "measured")]
+    again = costs.model_costs(probes, CostCache(tmp_path / "costs.json"), lambda ps: pytest.fail("measured again"))
+    assert [(e["ms"], o) for e, o in again] == [(1.0, "cached"), (2.0, "cached")]
+
+
 def test_the_second_start_measures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph("persons")
     first_cache = CostCache(tmp_path / "costs.json")
@@ -59,7 +78,7 @@ def test_the_second_start_measures_nothing(tmp_path: Path, monkeypatch: pytest.M
     def refuse(*_a, **_k):
         raise AssertionError("measured again although the costs are cached")
 
-    for name in ("measure_model", "measure_decode", "measure_host"):
+    for name in ("measure_models", "measure_decode", "measure_host"):
         monkeypatch.setattr(graph_costs, name, refuse)
     second_cache = CostCache(tmp_path / "costs.json")
     second = threads.plan_for_graph(graph, [SCENE], cores=2, costs=second_cache)

@@ -33,9 +33,10 @@ def _costs(default_ms: float, f32_ms: float):
     """A cost function that answers by the probe's precision, and the probes it was asked for."""
     asked: list[ModelProbe] = []
 
-    def cost(probe: ModelProbe) -> tuple[dict[str, Any], str]:
-        asked.append(probe)
-        return {"ms": f32_ms if probe.config.get(HINT) == "f32" else default_ms, "input_hw": [64, 64]}, "measured"
+    def cost(probes: list[ModelProbe]) -> list[tuple[dict[str, Any], str]]:
+        asked.extend(probes)
+        return [({"ms": f32_ms if p.config.get(HINT) == "f32" else default_ms, "input_hw": [64, 64]}, "measured")
+                for p in probes]
 
     return cost, asked
 
@@ -82,7 +83,7 @@ def test_the_plan_compiles_at_the_chosen_precision_and_the_users_hint_wins(tmp_p
         ms = {"face_detect": (4.0, 2.0), "landmarks": (1.0, 2.0)}[probe.stage][f32]
         return {"ms": ms, "input_hw": [128, 128] if probe.stage == "face_detect" else [192, 192]}
 
-    monkeypatch.setattr(graph_costs, "measure_model", measure)
+    monkeypatch.setattr(graph_costs, "measure_models", lambda probes: [measure(p) for p in probes])
     graph = _graph("faces")
     plan = plan_for_graph(graph, [SCENE], cores=2, costs=CostCache(tmp_path / "costs.json"))
     assert plan.precision == {"face_detect": "f32"}
