@@ -9,6 +9,7 @@ with PyAV once per session, see ``tests/media.py``) and the catalogued models of
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,10 @@ SHARED = Path(os.environ.get("VAPIPE_SHARED", ROOT.parent / "shared")).resolve()
 # it (a fresh machine) they use the models `vapipe models pull` fetches from PyPI.
 if (SHARED / "models").is_dir():
     os.environ.setdefault("VAPIPE_MODELS_DIR", str(SHARED / "models"))
+
+# The costs the planner measures go to a file of the tests' own (kept between runs), never
+# into the user's cache, whose 1,000 most recent entries would become the tests' clips.
+os.environ.setdefault("VAPIPE_COST_CACHE", str(Path(tempfile.gettempdir()) / "vapipe-test-costs.json"))
 
 #: why the catalogued models are missing (set when fetching them failed), for the skips
 _PULL_FAILED: list[str] = []
