@@ -36,7 +36,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "measure_decode", "measure_model",
-           "measure_models", "model_costs", "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME", "THREAD_KEYS"]
+           "measure_models", "model_costs", "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME",
+           "THREAD_KEYS"]
 
 log = logging.getLogger("vapipe.costs")
 
