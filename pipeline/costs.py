@@ -248,19 +248,21 @@ def check_key(pipeline: str) -> str:
 # ------------------------------------------------------------------------------------
 # measurements
 
-def _timed(fn: Callable[[], Any], clock: Callable[[], float], warmup: int = 1) -> float:
-    """Median cost in ms of ``fn`` by ``clock`` (seconds), sampled until BUDGET_S is spent."""
+def _timed_in_turns(fns: Sequence[Callable[[], Any]], clock: Callable[[], float], warmup: int = 1) -> list[float]:
+    """Median cost in ms of each of ``fns`` by ``clock`` (seconds), one call of each per turn,
+    until each has had BUDGET_S (at least MIN_SAMPLES, at most MAX_SAMPLES turns)."""
     for _ in range(warmup):
-        fn()
-    samples: list[float] = []
+        for fn in fns:
+            fn()
+    samples: list[list[float]] = [[] for _ in fns]
     spent = 0.0
-    while len(samples) < MIN_SAMPLES or (spent < BUDGET_S and len(samples) < MAX_SAMPLES):
-        t0 = clock()
-        fn()
-        dt = clock() - t0
-        samples.append(dt)
-        spent += dt
-    return float(np.median(samples)) * 1000.0
+    while len(samples[0]) < MIN_SAMPLES or (spent < BUDGET_S * len(fns) and len(samples[0]) < MAX_SAMPLES):
+        for fn, taken in zip(fns, samples):
+            t0 = clock()
+            fn()
+            taken.append(clock() - t0)
+            spent += taken[-1]
+    return [float(np.median(taken)) * 1000.0 for taken in samples]
 
 
 def _process_cpu() -> float:
@@ -310,19 +312,9 @@ def measure_models(probes: Sequence[ModelProbe]) -> list[dict[str, Any]]:
     caches, as inferences beside other stages do in a pipeline: the face mesh costs about
     15 % more so than back to back, at either precision."""
     runners = [_model_runner(p) for p in probes]
-    for run, _ in runners:  # warm-up
-        run()
-    samples: list[list[float]] = [[] for _ in runners]
-    spent = 0.0
     # process CPU time: the inference may run on the engine's threads, not the caller's
-    while len(samples[0]) < MIN_SAMPLES or (spent < BUDGET_S * len(runners) and len(samples[0]) < MAX_SAMPLES):
-        for (run, _), taken in zip(runners, samples):
-            t0 = _process_cpu()
-            run()
-            taken.append(_process_cpu() - t0)
-            spent += taken[-1]
-    return [{"ms": round(float(np.median(taken)) * 1000.0, 4), "input_hw": hw}
-            for (_, hw), taken in zip(runners, samples)]
+    costs = _timed_in_turns([run for run, _ in runners], _process_cpu)
+    return [{"ms": round(ms, 4), "input_hw": hw} for ms, (_, hw) in zip(costs, runners)]
 
 
 def model_costs(probes: Sequence[ModelProbe], cache: CostCache,
@@ -406,4 +398,4 @@ def measure_encode(width: int, height: int, codec: str, options: dict[str, str],
 
 def measure_host(prepare: Callable[[], Any]) -> float:
     """Thread CPU ms of one host-side input preparation (e.g. scaling a frame to the model)."""
-    return _timed(prepare, time.thread_time)
+    return _timed_in_turns([prepare], time.thread_time)[0]
