@@ -203,10 +203,13 @@ def with_cost(info: InferInfo, measured: Measured, pipeline: str, cache: CostCac
     if hit is None:
         return info
     ms, origin, probe, precision = hit
-    per_frame = probe.per_frame
+    per_frame, objects_origin = probe.per_frame, "assumed"
     if per_frame is None:
         seen = cache.get(objects_key(pipeline, info.name))
-        objects = float(seen) if isinstance(seen, (int, float)) else DEFAULT_OBJECTS_PER_FRAME
+        if isinstance(seen, (int, float)):
+            objects, objects_origin = float(seen), "observed"
+        else:
+            objects = DEFAULT_OBJECTS_PER_FRAME
         per_frame = objects * probe.per_object
     return replace(info, ms=ms, per_frame=per_frame, origin=origin, objects=probe.per_frame is None,
-                   per_object=probe.per_object, precision=precision)
+                   per_object=probe.per_object, precision=precision, objects_origin=objects_origin)

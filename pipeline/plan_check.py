@@ -15,7 +15,9 @@ Every second (after a warm-up) the check reads, over the run so far:
 From those costs it makes the plan again (:func:`pipeline.planner.plan_threads`).  When
 the cores are under-used (< ``UNDERUSED`` of them) while one side waits on the other
 most of the time (``WAITING``) and the new plan differs, the check says so in the run
-summary and, with ``replan=True`` (``--replan``), applies the new plan once: every
+summary and, with ``replan=True`` (``--replan``) or when the plan had to assume something it
+had not seen yet (:attr:`pipeline.planner.ThreadPlan.assumed`: a region model's objects per
+frame, a camera's decode cost), applies the new plan once: every
 camera's inference stages take the new compile properties and requests before their
 next frame (:meth:`pipeline.stage.InferStage.reconfigure`; frames in flight finish on
 the old compiled model, in order).  Decoder threads change only on the next start.
@@ -225,8 +227,9 @@ class PlanCheck:
                        "replan": _shares(candidate) if candidate is not None else None}
         if self.replanned is not None:
             self.result["replanned"] = self.replanned
-        elif self.replan and candidate is not None and verdict.startswith("plan does not fit"):
+        elif (self.replan or self.plan.assumed) and candidate is not None and verdict.startswith("plan does not fit"):
             self._apply(candidate)
+            self.result["status"] += "; re-planned"
 
     def _candidate(self, decode_ms: list[float], host_cpu: float, processed: int, scale: float,
                    per_frame: dict[str, float]) -> ThreadPlan:
@@ -235,7 +238,7 @@ class PlanCheck:
             m = self.plan.models.get(info.name)
             if m is not None and info.name in per_frame:
                 info = replace(info, ms=m["ms"] * scale, per_frame=per_frame[info.name] or 1e-6,
-                               origin="observed")
+                               origin="observed", objects_origin="observed")
             infos.append(info)
         return plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
                             decode_ms=decode_ms or None, host_ms=1000.0 * host_cpu / processed,
@@ -258,7 +261,8 @@ class PlanCheck:
             return f"ok: {util:.0%} of {self.plan.cores} cores busy, no stage waiting on another (paced or idle)"
         if not differs:
             return f"ok: {util:.0%} of {self.plan.cores} cores busy; {what}; the observed costs give the same plan"
-        hint = "" if self.replan else "; run with --replan to apply it"
+        applies = self.replan or self.plan.assumed or self.replanned is not None
+        hint = "" if applies else "; run with --replan to apply it"
         return f"plan does not fit: {util:.0%} of {self.plan.cores} cores busy while {what}; " \
                f"observed costs give {_describe(candidate)}{hint}"
 
@@ -278,10 +282,16 @@ class PlanCheck:
                     update["requests"] = requests
                 stage.reconfigure(update)
                 changed[name] = {**cfg, **({"requests": requests} if requests is not None else {})}
-        self.replanned = {"at_s": round(time.monotonic() - self.started, 2), "stages": changed}
-        log.warning("re-planned after %.1f s from observed costs: %s", time.monotonic() - self.started,
-                    _describe(candidate))
-        self.plan = replace(candidate, notes=[*candidate.notes, "re-planned from observed costs"])
+        assumed = self.plan.assumed
+        self.replanned = {"at_s": round(time.monotonic() - self.started, 2), "stages": changed,
+                          "assumed": assumed}
+        why = f" (the plan assumed {', '.join(assumed)})" if assumed else ""
+        log.warning("re-planned after %.1f s from observed costs%s: %s", time.monotonic() - self.started,
+                    why, _describe(candidate))
+        # encoders keep their threads until the next start, and the candidate counts their work
+        # in the host's: the run's host work is kept as the first plan counted it
+        self.plan = replace(candidate, host_key=self.plan.host_key, encoders=self.plan.encoders,
+                            notes=[*candidate.notes, "re-planned from observed costs"])
         self._base = None  # judge the new plan on a fresh window
 
     def store(self) -> None:
@@ -322,7 +332,9 @@ class PlanCheck:
                          f"decoders waited {obs['decoder_waits_full']:.0%}, workers waited "
                          f"{obs['worker_waits_empty']:.0%} of the time")
         if self.replanned:
-            lines.append(f"  re-planned at {self.replanned['at_s']} s: {self.replanned['stages']}")
+            assumed = self.replanned.get("assumed")
+            why = f" (the plan assumed {', '.join(assumed)})" if assumed else ""
+            lines.append(f"  re-planned at {self.replanned['at_s']} s{why}: {self.replanned['stages']}")
         return lines
 
 

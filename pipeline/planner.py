@@ -103,6 +103,7 @@ class InferInfo:
     user_requests: bool = False  # the stage's requests are set by the user
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
     per_object: float = 1.0      # ... times this share of them run per frame (1/N with reclassify: N)
+    objects_origin: str = "assumed"  # where a region model's objects per frame came from (or observed)
     engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
     precision: Precision | None = None  # chosen by measurement (None: the planner did not choose)
 
@@ -196,6 +197,14 @@ class ThreadPlan:
         user_decoders = "decode" in self.user_set and decoder_threads > self.cores
         return user_models or user_decoders
 
+    @property
+    def assumed(self) -> list[str]:
+        """What the plan had to assume, not having seen it yet: region models' objects per frame
+        and the decode cost of sources that are not probed before they connect."""
+        guesses = [f"objects per frame of {n}" for n, m in self.models.items()
+                   if m.get("objects_origin") == "assumed"]
+        return guesses + (["decode cost"] if self.decode_origin == "assumed" else [])
+
     def summary(self) -> str:
         """One line per runtime: measured costs and the shares they led to."""
         if not self.enabled:
@@ -217,8 +226,9 @@ class ThreadPlan:
             per_stream = max(1, int(cfg.get("INFERENCE_NUM_THREADS", 1)) // streams)
             runtime = "onnxrt  " if self._engine(name) == "onnxruntime" else "openvino"
             at = f" at {m['precision']}" if m.get("precision") else ""
+            objects = f" ({m['objects_origin']})" if "objects_origin" in m else ""
             lines.append(f"  {runtime} {name} {m.get('ms', 0):.2f} ms/inference ({m.get('origin', '?')}){at} x "
-                         f"{m.get('per_frame', 1):.2f}/frame -> {streams} stream{'s' if streams != 1 else ''} x "
+                         f"{m.get('per_frame', 1):.2f}/frame{objects} -> {streams} stream{'s' if streams != 1 else ''} x "
                          f"{per_stream} thread{mark[name]}{req}, {m.get('cores', 0):.2f} cores")
         if any(self._engine(n) == "onnxruntime" for n in self.infer):
             lines.append(f"  onnxrt   process-wide intra-op pool: {self.ort_intra_threads} thread(s) per inference "
@@ -347,6 +357,8 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         plan.models[st.name] = {"ms": round(st.cost_ms, 3), "per_frame": round(st.per_frame or 1.0, 3),
                                 "origin": st.origin if st.ms is not None else "assumed",
                                 "frame_ms": st.frame_ms, "cores": round(demand, 3)}
+        if st.objects:
+            plan.models[st.name]["objects_origin"] = st.objects_origin
         if st.precision is not None:
             plan.models[st.name]["precision"] = st.precision.describe()
             if st.precision.hint:

@@ -88,6 +88,64 @@ def test_replan_applies_the_new_plan_once_to_every_camera() -> None:
     assert len(cam.stages["person_detect"].updates) == 1  # once
 
 
+def _ocr_check(objects_origin: str, cache: Any = None) -> tuple[PlanCheck, SimpleNamespace]:
+    """``ocr`` planned with a text detector of 130 ms and a recogniser of 11 ms per line, at the
+    1 line a frame assumed before any run (``objects_origin="assumed"``) or seen by one."""
+    infos = [InferInfo("text_detect", ms=130.0, per_frame=1.0, origin="measured"),
+             InferInfo("recognize", ms=11.0, per_frame=1.0, origin="measured", objects=True,
+                       objects_origin=objects_origin)]
+    cam = _camera()
+    cam.stages = {"text_detect": _Stage(), "recognize": _Stage()}
+    plan = plan_threads(2, 1, infos, decode_ms=2.5, host_ms=2.5)
+    plan.host_key = "host|observed|ocr"
+    return PlanCheck(plan, [cam], pipeline="ocr", uris=["clip.mp4"], cache=cache), cam
+
+
+def _ocr_window() -> tuple[Snapshot, Snapshot]:
+    """10 s at 80 % of 2 cores, 60 frames of 13 text lines each, the decoder waiting 90 % of the time."""
+    zero = {"decoded": 0, "processed": 0, "put_wait_s": 0.0, "get_wait_s": 0.0,
+            "inferences": {"text_detect": 0, "recognize": 0}}
+    seen = {"decoded": 64, "processed": 60, "put_wait_s": 9.0, "get_wait_s": 0.0,
+            "inferences": {"text_detect": 60, "recognize": 780}}
+    return (Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0}, [zero]),
+            Snapshot(10.0, 16.0, 16.0, {101: 0.02, 102: 0.15, 103: 0.2}, [seen]))
+
+
+def test_a_plan_made_on_an_assumed_count_of_objects_is_redone_once_without_being_asked(tmp_path: Path) -> None:
+    """Before any run the recogniser is planned for 1 line a frame; 13 are seen.  The check
+    applies the plan the observed costs give, once, as ``--replan`` would, and says why; what
+    the run saw is kept for the next start."""
+    from pipeline.costs import CostCache, objects_key
+
+    cache = CostCache(tmp_path / "costs.json", machine="test")
+    check, cam = _ocr_check("assumed", cache)
+    assert check.plan.assumed == ["objects per frame of recognize"]
+    assert check.plan.infer["recognize"]["NUM_STREAMS"] == 1
+    check.evaluate(*_ocr_window())
+    status = check.result["status"]
+    assert status.startswith("plan does not fit: 80% of 2 cores busy") and status.endswith("; re-planned"), status
+    assert "--replan" not in status
+    (update,) = cam.stages["recognize"].updates
+    assert update["config"]["NUM_STREAMS"] == 2
+    assert cam.stages["text_detect"].updates == []  # its share was right
+    assert check.replanned["assumed"] == ["objects per frame of recognize"]
+    assert check.plan.assumed == []  # the new plan rests on what was seen
+    assert any("the plan assumed objects per frame of recognize" in line for line in check.summary_lines())
+    check.evaluate(*_ocr_window())
+    assert len(cam.stages["recognize"].updates) == 1  # once
+    check.store()
+    assert cache.get(objects_key("ocr", "recognize")) == 13.0
+    assert cache.get("host|observed|ocr") == pytest.approx(1000 * 0.2 / 60, abs=1e-3)  # the worker's CPU
+
+
+def test_a_plan_made_on_observed_objects_is_redone_only_when_asked() -> None:
+    check, cam = _ocr_check("observed")
+    assert check.plan.assumed == []
+    check.evaluate(*_ocr_window())
+    assert check.result["status"].endswith("run with --replan to apply it")
+    assert cam.stages["recognize"].updates == [] and check.replanned is None
+
+
 def test_busy_cores_or_a_busy_machine_or_a_balanced_plan_are_not_a_misfit() -> None:
     check, _ = _check(ms=3.0, replan=True)
     check.evaluate(*_window(cpu_s=18.6, machine_s=18.6, put_wait=8.0, get_wait=0.1))

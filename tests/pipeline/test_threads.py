@@ -191,6 +191,11 @@ def test_a_reclassifying_region_model_is_planned_for_the_share_of_objects_it_run
         info = with_cost(InferInfo("landmarks"), measured, "faces", cache)
         want = {1: 2.0, 3: 2.0 / 3, 0: 2.0 * ONCE_PER_TRACK_SHARE}[every]
         assert info.objects and abs(info.per_frame - want) < 1e-9 and abs(info.frame_ms - 2.5 * want) < 1e-9
+        assert info.objects_origin == "observed"
+    unseen = with_cost(InferInfo("landmarks"), measured, "other-pipeline", cache)
+    assert unseen.objects_origin == "assumed"
+    assert plan_threads(2, 1, [unseen], decode_ms=3.0).assumed == ["objects per frame of landmarks"]
+    assert plan_threads(2, 1, [info], decode_ms=3.0).assumed == []
 
     check = PlanCheck.__new__(PlanCheck)  # only what store() reads
     check.cache, check.pipeline, check.cameras, check.uris = cache, "faces", [], []
