@@ -305,6 +305,8 @@ def format_report(info: dict[str, Any]) -> str:
     last = info.get("last_check")
     if last:
         lines.append(f"  last run: {last.get('status')}")
+        if last.get("replanned"):
+            lines.append(f"  last run re-planned at {last['replanned']['at_s']} s: {last['replanned']['stages']}")
     lines += [f"warning: {w}" for w in info["warnings"]]
     return "\n".join(lines)
 

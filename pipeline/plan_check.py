@@ -311,8 +311,8 @@ class PlanCheck:
         if host_at and self.observed.get("host_ms") is not None:
             on_worker = sum(e["ms"] for e in self.plan.encoders.values() if e["threads"] == 1)
             keep(host_at, round(max(0.0, self.observed["host_ms"] - on_worker), 4))
-        cache.put(check_key(self.pipeline), {"status": self.result.get("status"),
-                                             "observed": self.observed, "at": time.time()})
+        cache.put(check_key(self.pipeline), {"status": self.result.get("status"), "observed": self.observed,
+                                             "replanned": self.replanned, "at": time.time()})
         for name, value in self.observed.get("per_frame", {}).items():
             info = self.infos.get(name)
             if info is not None and info.objects:  # objects per frame: inferences / the share run

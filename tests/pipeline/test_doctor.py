@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ("cores", "environment", "openvino ", "ffmpeg ", "opencv ", "numpy ", "onnxruntime", "torch", "plan")
@@ -75,3 +76,17 @@ def test_json_report() -> None:
     assert info["plan"]["pipeline"] == "persons" and "person_detect" in info["plan"]["infer"]
     assert info["opencv"]["threads"] >= 1
     assert info["ffmpeg"]["h264_decoder_defaults"]["thread_count"] == 0
+
+
+def test_shows_how_the_last_run_went_and_its_re_plan(tmp_path: Path, monkeypatch: Any) -> None:
+    from pipeline.costs import CostCache, check_key
+
+    costs = tmp_path / "costs.json"
+    monkeypatch.setenv("VAPIPE_COST_CACHE", str(costs))
+    CostCache().put(check_key("persons"), {"status": "ok: 97% of 2 cores busy", "observed": {}, "at": 0.0,
+                                           "replanned": {"at_s": 5.02, "stages": {"person_detect": {"NUM_STREAMS": 2}},
+                                                         "assumed": []}})
+    res = doctor("--pipeline", "persons", "--cores", "2", env={"VAPIPE_COST_CACHE": str(costs)})
+    assert res.returncode == 0, res.stderr
+    assert "  last run: ok: 97% of 2 cores busy" in res.stdout
+    assert "  last run re-planned at 5.02 s: {'person_detect': {'NUM_STREAMS': 2}}" in res.stdout, res.stdout

@@ -115,7 +115,7 @@ def test_a_plan_made_on_an_assumed_count_of_objects_is_redone_once_without_being
     """Before any run the recogniser is planned for 1 line a frame; 13 are seen.  The check
     applies the plan the observed costs give, once, as ``--replan`` would, and says why; what
     the run saw is kept for the next start."""
-    from pipeline.costs import CostCache, objects_key
+    from pipeline.costs import CostCache, check_key, objects_key
 
     cache = CostCache(tmp_path / "costs.json", machine="test")
     check, cam = _ocr_check("assumed", cache)
@@ -136,6 +136,7 @@ def test_a_plan_made_on_an_assumed_count_of_objects_is_redone_once_without_being
     check.store()
     assert cache.get(objects_key("ocr", "recognize")) == 13.0
     assert cache.get("host|observed|ocr") == pytest.approx(1000 * 0.2 / 60, abs=1e-3)  # the worker's CPU
+    assert cache.get(check_key("ocr"))["replanned"]["assumed"] == ["objects per frame of recognize"]  # for doctor
 
 
 def test_a_plan_made_on_observed_objects_is_redone_only_when_asked() -> None:
