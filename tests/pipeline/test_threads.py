@@ -202,6 +202,6 @@ def test_a_reclassifying_region_model_is_planned_for_the_share_of_objects_it_run
     check.plan = plan_threads(2, 1, [])
     check.infos = {"landmarks": InferInfo("landmarks", objects=True, per_object=1 / 3)}
     check.observed, check.result = {"per_frame": {"landmarks": 0.7}, "decode_ms": []}, {"status": "ok"}
-    check.judged = True
+    check.judged, check.replanned = True, None
     check.store()
     assert abs(cache.get(objects_key("faces", "landmarks")) - 2.1) < 1e-9
