@@ -103,7 +103,7 @@ class InferInfo:
     user_requests: bool = False  # the stage's requests are set by the user
     objects: bool = False        # per_frame counts objects found by earlier stages (a region model)
     per_object: float = 1.0      # ... times this share of them run per frame (1/N with reclassify: N)
-    objects_origin: str = "assumed"  # where a region model's objects per frame came from (or observed)
+    objects_origin: str = "assumed"  # a region model's objects per frame: assumed, or observed by a run
     engine: str = "openvino"     # or onnxruntime (threads: NUM_STREAMS runner threads, the rest intra-op)
     precision: Precision | None = None  # chosen by measurement (None: the planner did not choose)
 
@@ -203,7 +203,7 @@ class ThreadPlan:
         and the decode cost of sources that are not probed before they connect."""
         guesses = [f"objects per frame of {n}" for n, m in self.models.items()
                    if m.get("objects_origin") == "assumed"]
-        return guesses + (["decode cost"] if self.decode_origin == "assumed" else [])
+        return guesses + (["decode cost"] if "assumed" in self.decode_origin.split("/") else [])
 
     def summary(self) -> str:
         """One line per runtime: measured costs and the shares they led to."""

@@ -196,6 +196,8 @@ def test_a_reclassifying_region_model_is_planned_for_the_share_of_objects_it_run
     assert unseen.objects_origin == "assumed"
     assert plan_threads(2, 1, [unseen], decode_ms=3.0).assumed == ["objects per frame of landmarks"]
     assert plan_threads(2, 1, [info], decode_ms=3.0).assumed == []
+    # a camera not yet connected beside a file: its decode cost is a guess
+    assert plan_threads(2, 2, [info], decode_ms=[3.0, 4.0], decode_origin="assumed/measured").assumed == ["decode cost"]
 
     check = PlanCheck.__new__(PlanCheck)  # only what store() reads
     check.cache, check.pipeline, check.cameras, check.uris = cache, "faces", [], []
