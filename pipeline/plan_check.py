@@ -286,8 +286,8 @@ class PlanCheck:
         self.replanned = {"at_s": round(time.monotonic() - self.started, 2), "stages": changed,
                           "assumed": assumed}
         why = f" (the plan assumed {', '.join(assumed)})" if assumed else ""
-        log.warning("re-planned after %.1f s from observed costs%s: %s", time.monotonic() - self.started,
-                    why, _describe(candidate))
+        log.info("re-planned after %.1f s from observed costs%s: %s", time.monotonic() - self.started,
+                 why, _describe(candidate))
         # encoders keep their threads until the next start, and the candidate counts their work
         # in the host's: the run's host work is kept as the first plan counted it
         self.plan = replace(candidate, host_key=self.plan.host_key, encoders=self.plan.encoders,
