@@ -334,7 +334,8 @@ class PlanCheck:
         if self.replanned:
             assumed = self.replanned.get("assumed")
             why = f" (the plan assumed {', '.join(assumed)})" if assumed else ""
-            lines.append(f"  re-planned at {self.replanned['at_s']} s{why}: {self.replanned['stages']}")
+            changed = self.replanned["stages"] or "no stage changes mid-run (decoder threads change on the next start)"
+            lines.append(f"  re-planned at {self.replanned['at_s']} s{why}: {changed}")
         return lines
 
 

@@ -147,6 +147,14 @@ def test_a_plan_made_on_observed_objects_is_redone_only_when_asked() -> None:
     assert cam.stages["recognize"].updates == [] and check.replanned is None
 
 
+def test_a_re_plan_that_only_changes_decoder_threads_says_they_change_on_the_next_start() -> None:
+    check, cam = _check(ms=20.0, replan=True)
+    candidate = replace(check.plan, decoder_threads=check.plan.decoder_threads + 1)
+    check._apply(candidate)
+    assert cam.stages["person_detect"].updates == []
+    assert check.summary_lines()[-1].endswith("no stage changes mid-run (decoder threads change on the next start)")
+
+
 def test_busy_cores_or_a_busy_machine_or_a_balanced_plan_are_not_a_misfit() -> None:
     check, _ = _check(ms=3.0, replan=True)
     check.evaluate(*_window(cpu_s=18.6, machine_s=18.6, put_wait=8.0, get_wait=0.1))
