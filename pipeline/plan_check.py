@@ -227,9 +227,15 @@ class PlanCheck:
                        "replan": _shares(candidate) if candidate is not None else None}
         if self.replanned is not None:
             self.result["replanned"] = self.replanned
-        elif (self.replan or self.plan.assumed) and candidate is not None and verdict.startswith("plan does not fit"):
+        elif self._applies and candidate is not None and verdict.startswith("plan does not fit"):
             self._apply(candidate)
             self.result["status"] += "; re-planned"
+
+    @property
+    def _applies(self) -> bool:
+        """Whether a plan that does not fit is replaced: asked to (``--replan``), or the plan rests
+        on something it had to assume."""
+        return self.replan or bool(self.plan.assumed)
 
     def _candidate(self, decode_ms: list[float], host_cpu: float, processed: int, scale: float,
                    per_frame: dict[str, float]) -> ThreadPlan:
@@ -240,10 +246,13 @@ class PlanCheck:
                 info = replace(info, ms=m["ms"] * scale, per_frame=per_frame[info.name] or 1e-6,
                                origin="observed", objects_origin="observed")
             infos.append(info)
-        return plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
+        plan = plan_threads(self.plan.cores, self.plan.sources, infos, self.needs_image, self.user_decoder_threads,
                             decode_ms=decode_ms or None, host_ms=1000.0 * host_cpu / processed,
                             decode_origin="observed", host_origin="observed",
                             paced=any(c.paced for c in self.cameras))
+        # the same run: its host work is kept where the first plan said, and its encoders keep
+        # their threads until the next start (their work is counted in the observed host's)
+        return replace(plan, host_key=self.plan.host_key, encoders=self.plan.encoders)
 
     def _verdict(self, util: float, behind: float, starving: float, candidate: ThreadPlan,
                  others: float | None) -> str:
@@ -261,8 +270,7 @@ class PlanCheck:
             return f"ok: {util:.0%} of {self.plan.cores} cores busy, no stage waiting on another (paced or idle)"
         if not differs:
             return f"ok: {util:.0%} of {self.plan.cores} cores busy; {what}; the observed costs give the same plan"
-        applies = self.replan or self.plan.assumed or self.replanned is not None
-        hint = "" if applies else "; run with --replan to apply it"
+        hint = "" if self._applies or self.replanned is not None else "; run with --replan to apply it"
         return f"plan does not fit: {util:.0%} of {self.plan.cores} cores busy while {what}; " \
                f"observed costs give {_describe(candidate)}{hint}"
 
@@ -288,10 +296,7 @@ class PlanCheck:
         why = f" (the plan assumed {', '.join(assumed)})" if assumed else ""
         log.info("re-planned after %.1f s from observed costs%s: %s", time.monotonic() - self.started,
                  why, _describe(candidate))
-        # encoders keep their threads until the next start, and the candidate counts their work
-        # in the host's: the run's host work is kept as the first plan counted it
-        self.plan = replace(candidate, host_key=self.plan.host_key, encoders=self.plan.encoders,
-                            notes=[*candidate.notes, "re-planned from observed costs"])
+        self.plan = replace(candidate, notes=[*candidate.notes, "re-planned from observed costs"])
         self._base = None  # judge the new plan on a fresh window
 
     def store(self) -> None:

@@ -14,9 +14,9 @@ BF16 and no AMX, one thread per inference, bf16 against f32:
 So the planner measures each CPU model twice, at the runtime's default precision and at
 f32 (one inference on one thread each, the two in turns, cached per machine like every
 other cost), and compiles it at f32 where that costs at most ``F32_MARGIN`` times the
-default.  f32 is the precision models are trained and validated in, so it wins a tie.  A precision hint in
-the stage's ``config`` wins over the measurement; ``--cores 0`` measures nothing and
-leaves the runtime's default.
+default.  f32 is the precision models are trained and validated in, so it wins a tie.
+A precision hint in the stage's ``config`` wins over the measurement; ``--cores 0``
+measures nothing and leaves the runtime's default.
 """
 
 from __future__ import annotations
