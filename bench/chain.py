@@ -184,8 +184,11 @@ def compile_chain(plan: BenchPlan, compile_part: Callable[[Any, ModelPart, tuple
     or :func:`compile_tuned`) on one OpenVINO Core: (chain, detector, region models)."""
     import openvino as ov
 
+    from pipeline.engine import numpy_bridge_ready
+
     chain = plan_chain(plan)
     core = ov.Core()
+    numpy_bridge_ready()  # before the cameras' threads make their first conversions together
     src_wh = (plan.width, plan.height)
     return chain, compile_part(core, chain.detect, src_wh), [compile_part(core, p, src_wh) for p in chain.regions]
 

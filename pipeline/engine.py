@@ -22,7 +22,7 @@ from .image_info import ACCEPTED_INPUTS, fold_image_info, image_input
 from .ov_errors import ov_reason as _ov_reason
 from .request_pool import InferencePool, Job
 
-__all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError"]
+__all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError", "numpy_bridge_ready"]
 
 DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
 HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
@@ -203,6 +203,28 @@ def validate_device(device: str) -> str:
     return device
 
 
+_BRIDGE_LOCK = threading.Lock()
+_bridge_ready = False
+
+
+def numpy_bridge_ready() -> None:
+    """Have OpenVINO's Python binding set up its numpy bridge now, once per process.
+
+    The binding sets it up on the first conversion between a tensor and an array (``.data``,
+    arrays passed to ``infer``/``start_async``), inside a C++ static whose set-up releases the
+    GIL: two threads making their first conversion at the same time can deadlock, one holding
+    the GIL while it waits for the static, the other holding the static while it waits for the
+    GIL (4 threads starting ``infer`` together hung in 10 of 20 processes, OpenVINO 2026.4).
+    Call it before starting threads that use OpenVINO; :class:`Engine` does."""
+    global _bridge_ready
+    import openvino as ov
+
+    with _BRIDGE_LOCK:
+        if not _bridge_ready:
+            _ = ov.Tensor(np.zeros((1,), np.float32)).data
+            _bridge_ready = True
+
+
 class Engine:
     """Process-wide OpenVINO Core and compiled-model cache (thread-safe)."""
 
@@ -210,9 +232,7 @@ class Engine:
         import openvino as ov
 
         self.core = ov.Core()
-        # pybind11 sets up its numpy bridge on the first tensor-to-array conversion, and two
-        # camera threads making that first conversion at once can deadlock: do it here, once.
-        _ = ov.Tensor(np.zeros((1,), np.float32)).data
+        numpy_bridge_ready()
         self._lock = threading.Lock()
         self._models: dict[tuple[Any, ...], LoadedModel] = {}
         self.cache_dir = Path(cache_dir) if cache_dir else _default_cache_dir()

@@ -88,3 +88,46 @@ def test_dynamic_width_recogniser_reads_alike_plain_and_tuned() -> None:
     assert a[0] == b[0] and a[0].strip() == "Hotel Central", (a, b)
     assert abs(a[1] - b[1]) < 0.02
 
+
+
+_CAMERAS_RACE = """
+import sys, threading, numpy as np
+sys.setswitchinterval(1e-5)  # hand the GIL over as often as possible
+from bench.chain import compile_chain, compile_plain
+from bench.plan import BenchPlan
+_, det, _ = compile_chain(BenchPlan(pipeline="faces", config={config!r}, source="", width=1280, height=720),
+                          compile_plain)
+shape = tuple(det.compiled.input(0).shape)
+go = threading.Barrier(4)
+def camera():
+    request = det.compiled.create_infer_request()
+    go.wait()
+    request.infer({{0: np.zeros(shape, np.float32)}})   # as the naive loop does
+threads = [threading.Thread(target=camera) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_baseline_cameras_start_together(attempt: int) -> None:
+    """Four baseline cameras pass their first arrays to OpenVINO at the same moment, in a
+    fresh process: without the numpy bridge set up before the threads start, 4 threads
+    hung in 10 of 20 processes (see :func:`pipeline.engine.numpy_bridge_ready`)."""
+    import subprocess
+    import sys
+
+    from pipeline.models import resolve_model
+
+    try:
+        resolve_model("mediapipe/face_detection_short_range")
+    except Exception as exc:  # noqa: BLE001 - no models on this machine
+        pytest.skip(f"model mediapipe/face_detection_short_range unavailable: {exc}")
+    code = _CAMERAS_RACE.format(config=str(ROOT / "pipelines.yaml"))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                           cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("baseline camera threads deadlocked on their first inference")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
