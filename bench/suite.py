@@ -11,8 +11,9 @@ Peers run on the rows they fit when installed (``make peers``): MediaPipe FaceMe
 (latency against FPS); the ``ocr`` rows also run vapipe on ONNX Runtime (``vapipe-ort``, the
 same PP-OCR .onnx files).  Each row prints its table and writes ``OUT/ROW/bench.json`` and
 ``bench.png``; the run ends with one table of every row's ratios (medians of the rounds'
-own) and targets (``OUT/summary.json``).  A row is one line of :data:`ROWS`: a pipeline, a
-clip, cameras and ``--set`` overrides.
+own) and targets (``OUT/summary.json``, written after every row).  A row whose mode fails
+or hangs is reported as failed and the run goes on with the next (exit status 1).  A row is
+one line of :data:`ROWS`: a pipeline, a clip, cameras and ``--set`` overrides.
 
     python -m bench.suite [--frames 150] [--rounds 5] [--out bench-output] [--only persons-1,ocr-720p-f32]
 """
@@ -131,11 +132,21 @@ def _summary_line(key: str, regime: str, res: dict[str, Any]) -> str:
             + (f"below target: {', '.join(failed)}" if failed else "all targets met"))
 
 
-def format_summary(results: dict[str, tuple[str, dict[str, Any]]]) -> str:
+def format_summary(results: dict[str, tuple[str, dict[str, Any]]], failed: dict[str, str] | None = None) -> str:
+    """One line per row measured and per row that ``failed`` (row -> the error)."""
     lines = [f"{'row':<16} {'measured':<15} {'vapipe':>7} {'naive':>6} {'hand':>6} {'limit':>6} {'unpl.':>6} "
              f"{'cpu':>5}  {'peer':<16} {'ort/ov':>6}  targets (vapipe/x >= 1.3, 1.2, 0.9, 1.0; cpu >= 90 %)"]
     lines += [_summary_line(key, regime, res) for key, (regime, res) in results.items()]
+    lines += [f"{key:<16} failed: {error}" for key, error in (failed or {}).items()]
     return "\n".join(lines)
+
+
+def _write_summary(out: str, results: dict[str, tuple[str, dict[str, Any]]], failed: dict[str, str]) -> None:
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {k: {"regime": g, **v} for k, (g, v) in results.items()}
+    doc.update({k: {"error": e} for k, e in failed.items()})
+    (path / "summary.json").write_text(json.dumps(doc, indent=2))
 
 
 def without_f32_twins(keys: list[str], precision: str) -> list[str]:
@@ -168,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     models = shared_dir() / "models"
     if models.is_dir():
         os.environ.setdefault("VAPIPE_MODELS_DIR", str(models))
+    from .plan import BenchError
     from .report import format_table
     from .runner import run_bench
 
@@ -176,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = without_f32_twins(keys, default_precision())
     config = Path(__file__).resolve().parents[1] / "pipelines.yaml"
     results: dict[str, tuple[str, dict[str, Any]]] = {}
+    failed: dict[str, str] = {}
     t0 = time.monotonic()
     for n, key in enumerate(keys, 1):
         row = rows[key]
@@ -185,18 +198,21 @@ def main(argv: list[str] | None = None) -> int:
               f"--cameras {row.cameras} --frames {frames}" + "".join(f" --set '{s}'" for s in row.sets)
               + (f" --engine {row.engine}" if row.engine != "openvino" else "")
               + f"   ({time.monotonic() - t0:.0f} s so far)", flush=True)
-        res = run_bench(row.pipeline, str(clip), cameras=row.cameras, frames=frames, out=Path(args.out) / key,
-                        rounds=args.rounds, config=config,
-                        sets=row.sets, requests_sweep=row.sweep, peers=not args.no_peers, truth=truth,
-                        base_modes=MODES, engine=row.engine, log=lambda msg: print(msg, flush=True))
-        print(format_table(res), flush=True)
-        results[key] = (row.regime, res)
-    summary = format_summary(results)
+        try:
+            res = run_bench(row.pipeline, str(clip), cameras=row.cameras, frames=frames, out=Path(args.out) / key,
+                            rounds=args.rounds, config=config,
+                            sets=row.sets, requests_sweep=row.sweep, peers=not args.no_peers, truth=truth,
+                            base_modes=MODES, engine=row.engine, log=lambda msg: print(msg, flush=True))
+        except BenchError as exc:  # a mode that failed or hung loses its row, not the rows around it
+            print(f"{key}: failed: {exc}", flush=True)
+            failed[key] = str(exc)
+        else:
+            print(format_table(res), flush=True)
+            results[key] = (row.regime, res)
+        _write_summary(args.out, results, failed)  # after every row: an interrupted run keeps what it measured
+    summary = format_summary(results, failed)
     print(f"\n== both regimes, {os.cpu_count()} cores, {time.monotonic() - t0:.0f} s\n{summary}")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "summary.json").write_text(json.dumps({k: {"regime": g, **v} for k, (g, v) in results.items()},
-                                                            indent=2))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -74,3 +74,38 @@ def test_a_default_precision_row_is_left_out_where_the_default_is_f32(capsys: py
     assert without_f32_twins(keys, "f32") == [k for k in keys if k != "ocr-720p"]
     assert "ocr-720p: left out" in capsys.readouterr().out
     assert without_f32_twins(["ocr-720p"], "f32") == ["ocr-720p"]  # asked for alone: runs
+
+
+def test_a_failed_row_is_reported_and_the_run_goes_on(tmp_path, monkeypatch, capsys) -> None:
+    """A mode that fails (or hangs past its timeout) in one row: the rows after it still run,
+    summary.json (written after every row) names the error, and the run exits 1."""
+    import json
+
+    import bench.report
+    import bench.runner
+    import bench.suite
+    from bench.plan import BenchError
+    from bench.suite import Row
+
+    clip = lambda frames: (tmp_path / "clip.mp4", None)  # noqa: E731 - never opened here
+    monkeypatch.setattr(bench.suite, "ROWS", (Row("a", "decode-bound", "persons", clip),
+                                              Row("b", "decode-bound", "persons", clip)))
+    ran = []
+
+    def fake_run_bench(name, source, **kw):
+        ran.append(kw["out"].name)
+        if kw["out"].name == "a":
+            raise BenchError("bench mode 'naive' did not finish within 1800 s")
+        return {"modes": {"vapipe": {"fps": 50.0, "cpu_util": 0.95}}, "ratios": {"vapipe/naive": 1.4},
+                "checks": []}
+
+    monkeypatch.setattr(bench.runner, "run_bench", fake_run_bench)
+    monkeypatch.setattr(bench.report, "format_table", lambda res: "table")
+    assert main(["--only", "a,b", "--out", str(tmp_path / "out")]) == 1
+    assert ran == ["a", "b"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["a"] == {"error": "bench mode 'naive' did not finish within 1800 s"}
+    assert summary["b"]["modes"]["vapipe"]["fps"] == 50.0
+    out = capsys.readouterr().out
+    assert "a: failed: bench mode 'naive' did not finish" in out
+    assert out.rstrip().splitlines()[-1].startswith("a                failed: bench mode 'naive'")
