@@ -22,7 +22,8 @@ from .image_info import ACCEPTED_INPUTS, fold_image_info, image_input
 from .ov_errors import ov_reason as _ov_reason
 from .request_pool import InferencePool, Job
 
-__all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError", "numpy_bridge_ready"]
+__all__ = ["InputSpec", "Engine", "LoadedModel", "RequestPool", "Job", "get_engine", "EngineError",
+           "numpy_bridge_ready"]
 
 DEVICE_PREFIXES = ("CPU", "GPU", "NPU", "AUTO", "MULTI", "HETERO", "BATCH")
 HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
