@@ -115,19 +115,12 @@ def test_baseline_cameras_start_together(attempt: int) -> None:
     """Four baseline cameras pass their first arrays to OpenVINO at the same moment, in a
     fresh process: without the numpy bridge set up before the threads start, 4 threads
     hung in 10 of 20 processes (see :func:`pipeline.engine.numpy_bridge_ready`)."""
-    import subprocess
-    import sys
-
     from pipeline.models import resolve_model
+    from tests.fresh_process import finishes_without_deadlock
 
     try:
         resolve_model("mediapipe/face_detection_short_range")
     except Exception as exc:  # noqa: BLE001 - no models on this machine
         pytest.skip(f"model mediapipe/face_detection_short_range unavailable: {exc}")
-    code = _CAMERAS_RACE.format(config=str(ROOT / "pipelines.yaml"))
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                           cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        pytest.fail("baseline camera threads deadlocked on their first inference")
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    finishes_without_deadlock(_CAMERAS_RACE.format(config=str(ROOT / "pipelines.yaml")),
+                              "baseline camera threads making their first inference")

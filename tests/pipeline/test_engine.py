@@ -8,6 +8,7 @@ import pytest
 from pipeline.engine import get_engine
 from pipeline.models import resolve_model
 from stages.models.face_landmarks import FaceLandmarks
+from tests.fresh_process import finishes_without_deadlock
 
 MODEL = "mediapipe/face_landmark"
 
@@ -76,12 +77,4 @@ def test_pools_created_by_several_cameras_at_once(model, attempt: int) -> None:
     """Four camera threads create pools and read outputs for the first time at the same
     moment, in a fresh process: pybind11 sets up its numpy bridge on first use, and two
     threads racing into that set-up deadlocked (the engine now does it once, up front)."""
-    import subprocess
-    import sys
-
-    code = _RACE.format(model=MODEL)
-    try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail("camera threads deadlocked creating request pools")
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    finishes_without_deadlock(_RACE.format(model=MODEL), "camera threads creating request pools")
