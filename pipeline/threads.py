@@ -13,7 +13,7 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
 * **decoder threads per source** (FFmpeg ``thread_count``): 1, more when decoding
   binds the rate and a frame thread would raise it by 10 %, or when one thread would
-  be busy more than 85 % of the time (not for cameras and streams, which set the pace);
+  be busy more than 75 % of the time (not for cameras and streams, which set the pace);
 * **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
   each model's share of the work needs, as single-threaded streams, unpinned
   (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same

@@ -190,6 +190,37 @@ def test_ffmpeg_decoding_threads_count_as_decoding_not_inference() -> None:
     assert check.observed["infer_ms"]["person_detect"] == pytest.approx(20.0, rel=0.01)
 
 
+def test_a_file_decode_cost_seen_lower_is_lowered_and_never_raised(tmp_path: Path) -> None:
+    """A decode cost measured while the machine was busy would stay too high for good: a run that
+    sees a frame cost less (3 s of decoding for 510 frames: 5.88 ms) lowers it, judged or not.  One
+    that sees it cost about as much or more leaves it (running beside other work only adds CPU
+    time), and so do cameras that shared FFmpeg's frame threads out (no camera's own cost)."""
+    from pipeline.costs import CostCache, decode_key
+
+    cache = CostCache(tmp_path / "costs.json", machine="test")
+    key = decode_key("clip.mp4", False)
+    for cached, kept, judge in ((8.0, 3000 / 510, False), (8.0, 3000 / 510, True), (6.0, 6.0, True),
+                                (5.0, 5.0, True)):
+        cache.put(key, {"ms": cached, "width": 1920, "height": 1080})
+        check, _ = _check(ms=20.0, replan=False)
+        check.cache = cache
+        check.evaluate(*_window(cpu_s=14.0, machine_s=14.0, put_wait=8.0, get_wait=0.1), judge=judge)
+        check.store()
+        assert cache.get(key) == {"ms": pytest.approx(kept, abs=1e-3), "width": 1920, "height": 1080}, cached
+    # two cameras of the clip whose decoders had frame threads: their CPU is shared out by frames
+    cache.put(key, {"ms": 8.0, "width": 1920, "height": 1080})
+    plan = plan_threads(2, 2, [InferInfo("person_detect", ms=20.0, per_frame=1.0)], decode_ms=3.6, host_ms=0.6)
+    check = PlanCheck(plan, [_camera(), _camera()], pipeline="persons", uris=["clip.mp4", "clip.mp4"], cache=cache)
+    zero = _counters(0, 0, 0.0, 0.0, 0)
+    base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0, 201: 0.0}, [zero, zero], frozenset({201}))
+    snap = Snapshot(10.0, 16.0, 16.0, {101: 0.2, 102: 0.3, 103: 1.0, 201: 2.5},
+                    [_counters(510, 500, 8.0, 0.1, 500)] * 2, frozenset({201}))
+    check.evaluate(base, snap, judge=False)
+    assert check.observed["decode_ms"][0] < 8.0 * 0.95
+    check.store()
+    assert cache.get(key)["ms"] == 8.0
+
+
 def test_a_thread_that_ended_keeps_its_cpu_time_in_later_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's reader ends before its last frames are decoded: the decode cost stays known
     to the end of the run, and the reader's CPU time is not taken for inference."""
