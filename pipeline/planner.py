@@ -64,9 +64,9 @@ THREAD_GAIN = 1.10
 #: decoder that seldom idles makes every later stage wait on its slow frames.  faces on a 1080p
 #: clip, 2 cores: one thread predicted 0.99 busy ran at 187 fps and 90 % CPU, two at 198 fps and
 #: 96 % (Xeon, AVX-512 BF16); predicted 0.80 busy, two threads ran at 1.07x one (AMD EPYC Zen 4,
-#: 8 paired rounds).  Near and below this, a frame thread bought nothing or cost: persons on a 1080p clip,
-#: predicted 0.56 and 0.75, 1.01x and 0.99x; faces at 720p, predicted 0.62 and 0.71, 0.92x and
-#: 0.95x (same Zen 4)
+#: 8 paired rounds).  Near and below this, a frame thread bought nothing or cost: persons on a
+#: 1080p clip, predicted 0.56 and 0.75, 1.01x and 0.99x; faces at 720p, predicted 0.62 and
+#: 0.71, 0.92x and 0.95x (same Zen 4)
 DECODER_BUSY_MAX = 0.75
 #: a model's demand this close under a whole core keeps it at that many threads
 DEMAND_SLACK = 0.05

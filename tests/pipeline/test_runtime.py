@@ -33,7 +33,6 @@ pipelines:
 def _run(text: str, tmp_path: Path, sources: list[str] | None = None, **kw) -> tuple:
     spec = parse_config(text, "test.yaml").get("p")
     graph = build_graph(spec)
-    COLLECTED.pop("sink", None)  # what other tests' runs left there
     summary = run_pipeline(graph, sources or ["cam"], RunOptions(output_dir=tmp_path, handle_signals=False, **kw))
     return summary, COLLECTED["sink"]
 
