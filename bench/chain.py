@@ -152,9 +152,9 @@ def _sized_model(core: Any, part: ModelPart, src_wh: tuple[int, int]) -> tuple[A
         w = size[1] if w < 0 else w
     model.reshape({model.input(0).get_any_name(): [1, h, w, 3] if layout == "NHWC" else [1, 3, h, w]})
     if hasattr(part.adapter, "bind_model"):  # e.g. the recogniser's dictionary, from the model's metadata
-        from pipeline.engine import _onnx_metadata
+        from pipeline.model_prep import onnx_metadata
 
-        part.adapter.bind_model(SimpleNamespace(path=part.path, metadata=_onnx_metadata(model)))
+        part.adapter.bind_model(SimpleNamespace(path=part.path, metadata=onnx_metadata(model)))
     return model, layout, (h, w)
 
 
@@ -170,7 +170,7 @@ def compile_tuned(core: Any, part: ModelPart, src_wh: tuple[int, int]) -> Compil
     """The model as a user who read the OpenVINO docs compiles it: u8 NHWC input with
     conversion and normalisation inside (``PrePostProcessor``), THROUGHPUT hint, plus the
     stage's non-thread properties."""
-    from pipeline.engine import with_preprocessing
+    from pipeline.model_prep import with_preprocessing
 
     model, layout, hw = _sized_model(core, part, src_wh)
     model = with_preprocessing(model, part.adapter.input_spec, layout, hw)

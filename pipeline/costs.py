@@ -11,14 +11,14 @@ busy machine does not distort them):
   (``NUM_STREAMS=1``, ``INFERENCE_NUM_THREADS=1``) and the stage's other
   properties (precision hint, ...), on an input of the size the stage feeds.
 
-Measurements take a fraction of a second each and are kept in a JSON file next
-to the compiled-model cache (``~/.cache/vapipe/costs.json``, ``VAPIPE_COST_CACHE``
-elsewhere), per machine (CPU model and vector extensions, OpenVINO and FFmpeg
-versions), so a second start measures nothing; the 1,000 most recently used costs
-per machine are kept.  The file also keeps what runs
-observed: objects per frame seen by region models (unknown before a run) and the
-decode cost of live sources (they are not probed before they connect; until a run
-has observed one, its cost is assumed).
+Measurements (:mod:`pipeline.measure`) take a fraction of a second each and are
+kept in a JSON file next to the compiled-model cache (``~/.cache/vapipe/costs.json``,
+``VAPIPE_COST_CACHE`` elsewhere), per machine (CPU model and vector extensions,
+OpenVINO and FFmpeg versions), so a second start measures nothing; the 1,000 most
+recently used costs per machine are kept.  The file also keeps what runs observed:
+objects per frame seen by region models (unknown before a run) and the decode cost
+of live sources (they are not probed before they connect; until a run has observed
+one, its cost is assumed).
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ import json
 import logging
 import os
 import threading
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-__all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "measure_decode", "measure_model",
-           "measure_models", "model_costs", "measure_host", "measure_encode", "DEFAULT_OBJECTS_PER_FRAME",
+__all__ = ["CostCache", "ModelProbe", "check_key", "machine_fingerprint", "model_costs", "DEFAULT_OBJECTS_PER_FRAME",
            "THREAD_KEYS"]
 
 log = logging.getLogger("vapipe.costs")
@@ -46,10 +42,6 @@ THREAD_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT", "ENAB
                "AFFINITY", "SCHEDULING_CORE_TYPE", "ENABLE_HYPER_THREADING")
 #: inferences per frame assumed for a region model until a run has observed it
 DEFAULT_OBJECTS_PER_FRAME = 1.0
-#: a measurement stops after this much CPU time (at least MIN_SAMPLES samples)
-BUDGET_S = 0.25
-MIN_SAMPLES = 3
-MAX_SAMPLES = 40
 #: costs kept per machine in the cache file (least recently used dropped first)
 MAX_ENTRIES = 1000
 #: CPU flags that change inference cost (vector width, bf16/int8 instructions)
@@ -245,83 +237,10 @@ def check_key(pipeline: str) -> str:
     return f"check|{pipeline}"
 
 
-# ------------------------------------------------------------------------------------
-# measurements
-
-def _timed_in_turns(fns: Sequence[Callable[[], Any]], clock: Callable[[], float], warmup: int = 1) -> list[float]:
-    """Median cost in ms of each of ``fns`` by ``clock`` (seconds), one call of each per turn,
-    until each has had BUDGET_S (at least MIN_SAMPLES, at most MAX_SAMPLES turns)."""
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    samples: list[list[float]] = [[] for _ in fns]
-    spent = 0.0
-    while len(samples[0]) < MIN_SAMPLES or (spent < BUDGET_S * len(fns) and len(samples[0]) < MAX_SAMPLES):
-        for fn, taken in zip(fns, samples):
-            t0 = clock()
-            fn()
-            taken.append(clock() - t0)
-            spent += taken[-1]
-    return [float(np.median(taken)) * 1000.0 for taken in samples]
-
-
-def _process_cpu() -> float:
-    return time.process_time()
-
-
-def _model_runner(probe: ModelProbe) -> tuple[Callable[[], Any], list[int]]:
-    """(one inference of ``probe``'s model on one stream of one thread, the input size fed)."""
-    from .engines import load_model
-
-    config = {k: v for k, v in probe.config.items() if str(k).upper() not in THREAD_KEYS}
-    config.update({"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "ENABLE_CPU_PINNING": False})
-    spec = probe.spec
-    if probe.input_hw is not None and spec.size is None:
-        spec = replace(spec, size=probe.input_hw)
-    elif probe.input_hw is not None and spec.size is not None and spec.size[1] == -1:
-        spec = replace(spec, size=(spec.size[0], probe.input_hw[1]))
-    model = load_model(probe.engine, probe.path, spec, probe.device, "LATENCY", config, keep=False)
-    h, w = model.input_hw
-    if spec.resize_from is not None:
-        h, w = spec.resize_from
-    image = np.random.default_rng(0).integers(0, 256, (1, h, w, 3), dtype=np.uint8)
-    if probe.engine == "openvino":
-        import openvino as ov
-
-        request = model.compiled.create_infer_request()
-        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
-        return request.infer, list(model.input_hw)
-
-    def run() -> Any:
-        return model.infer(image)
-    return run, list(model.input_hw)
-
-
-def measure_model(probe: ModelProbe) -> dict[str, Any]:
-    """``{"ms": CPU ms of one inference on one stream of one thread (median of a few),
-    "input_hw": [height, width] the model was fed}``."""
-    return measure_models([probe])[0]
-
-
-def measure_models(probes: Sequence[ModelProbe]) -> list[dict[str, Any]]:
-    """:func:`measure_model` of each probe, measured in turns (one inference of each per turn)
-    so that the host's noise falls on all of them alike: the precision choice compares two
-    compilations of one model (measured one after the other, a noisy moment during the
-    second once made bf16 look as slow as f32 on a CPU where it is 25 % faster, and the
-    cache kept that).  In turns, each inference starts with the other's weights in the
-    caches, as inferences beside other stages do in a pipeline: the face mesh costs about
-    15 % more so than back to back, at either precision."""
-    runners = [_model_runner(p) for p in probes]
-    # process CPU time: the inference may run on the engine's threads, not the caller's
-    costs = _timed_in_turns([run for run, _ in runners], _process_cpu)
-    return [{"ms": round(ms, 4), "input_hw": hw} for ms, (_, hw) in zip(costs, runners)]
-
-
 def model_costs(probes: Sequence[ModelProbe], cache: CostCache,
-                measure: Callable[[Sequence[ModelProbe]], list[dict[str, Any]]] = measure_models
-                ) -> list[tuple[dict[str, Any], str]]:
-    """(``{"ms", "input_hw"}`` of :func:`measure_model`, origin) for each probe: from ``cache``
-    when every one is there, else all measured now in turns (:func:`measure_models`) and stored."""
+                measure: Callable[[Sequence[ModelProbe]], list[dict[str, Any]]]) -> list[tuple[dict[str, Any], str]]:
+    """(``{"ms", "input_hw"}``, origin) for each probe: from ``cache`` when every one is there,
+    else all measured now by ``measure`` (:func:`pipeline.measure.measure_models`) and stored."""
     keys = [model_key(p) for p in probes]
     entries = [cache.get(k) for k in keys]
     if all(isinstance(e, dict) and "ms" in e for e in entries):
@@ -331,71 +250,3 @@ def model_costs(probes: Sequence[ModelProbe], cache: CostCache,
     for key, entry in zip(keys, fresh):
         cache.put(key, entry)
     return [(e, "measured") for e in fresh]
-
-
-def measure_decode(uri: str, needs_image: bool, build_source: Callable[[str], Any]) -> tuple[float, Any]:
-    """CPU ms per frame of the source on one decoder thread (the calling thread), with the
-    full-size BGR conversion when ``needs_image``; and one decoded frame (for host costs).
-
-    ``build_source(uri)`` returns an opened source stage (``units``/``decode_unit``)."""
-    source = build_source(uri)
-    samples: list[float] = []
-    first = None
-    spent = 0.0
-    try:
-        for unit in source.units():
-            t0 = time.thread_time()
-            frames = source.decode_unit(unit)
-            for f in frames:
-                if needs_image:
-                    f.image()
-            dt = time.thread_time() - t0
-            if frames:
-                samples.extend([dt / len(frames)] * len(frames))
-                spent += dt
-                first = first or frames[0]
-            if unit is None or (len(samples) >= 8 and spent >= BUDGET_S) or len(samples) >= 3 * MAX_SAMPLES:
-                break
-    finally:
-        source.close()
-    if not samples:
-        raise ValueError(f"source {uri} gave no frames to measure")
-    # the first frames include the decoder's start-up; a GOP's I-frame costs more: mean of the rest
-    body = samples[1:] if len(samples) > 2 else samples
-    return float(np.mean(body)) * 1000.0, first
-
-
-def measure_encode(width: int, height: int, codec: str, options: dict[str, str], pix_fmt: str = "yuv420p",
-                   frames: int = 16) -> float:
-    """CPU ms per frame of encoding ``width`` x ``height`` video on one thread (the calling
-    thread: ``thread_count=1``), on moving noise (a hard case, as camera video is)."""
-    import io
-
-    import av
-
-    rng = np.random.default_rng(2)
-    w, h = width + width % 2, height + height % 2
-    tile = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)
-    pictures = [np.ascontiguousarray(np.kron(np.roll(tile, i, axis=1), np.ones((8, 8, 1), np.uint8))[:h, :w])
-                for i in range(4)]
-    with av.open(io.BytesIO(), "w", format="matroska") as out:
-        stream = out.add_stream(codec, rate=25)
-        stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
-        stream.codec_context.thread_count = 1
-        stream.options = options
-        spent = 0.0
-        for i in range(frames):
-            vf = av.VideoFrame.from_ndarray(pictures[i % len(pictures)], format="bgr24")
-            t0 = time.thread_time()
-            packets = stream.encode(vf)
-            spent += time.thread_time() - t0
-            out.mux(packets)
-        t0 = time.thread_time()
-        out.mux(stream.encode(None))  # frames still in the encoder's lookahead count too
-        spent += time.thread_time() - t0
-    return spent / frames * 1000.0
-
-
-def measure_host(prepare: Callable[[], Any]) -> float:
-    """Thread CPU ms of one host-side input preparation (e.g. scaling a frame to the model)."""
-    return _timed_in_turns([prepare], time.thread_time)[0]

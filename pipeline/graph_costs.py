@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, host_key, measure_decode,
-                    measure_host, measure_models, model_costs, model_key, objects_key)
+from .costs import (DEFAULT_OBJECTS_PER_FRAME, CostCache, ModelProbe, decode_key, host_key, model_costs, model_key,
+                    objects_key)
+from .measure import measure_decode, measure_host, measure_models
 from .planner import ASSUMED_DECODE_MS, EncoderInfo, InferInfo
 from .precision import Precision
 from .precision import choose as choose_precision

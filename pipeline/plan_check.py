@@ -35,17 +35,15 @@ lowered where the run saw it cost less.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from .costs import CostCache, check_key, decode_key, objects_key
 from .planner import ThreadPlan, plan_threads
-from .thread_cpu import TICK, ffmpeg_decoder_threads, thread_cpu_s
+from .run_counters import CameraView, Snapshot, take_snapshot
 
-__all__ = ["PlanCheck", "Snapshot", "UNDERUSED", "WAITING", "LOWERS_DECODE_COST", "thread_cpu_s",
-           "machine_busy_s", "ffmpeg_decoder_threads"]
+__all__ = ["PlanCheck", "UNDERUSED", "WAITING", "LOWERS_DECODE_COST"]
 
 log = logging.getLogger("vapipe.plan")
 
@@ -63,58 +61,6 @@ MIN_WINDOW_S = 2.0
 SAMPLE_EVERY_S = 1.0
 
 
-def machine_busy_s() -> float | None:
-    """CPU seconds all processes of the machine have used since boot (from ``/proc/stat``)."""
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            values = [int(v) for v in fh.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = (values + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / TICK
-
-
-@dataclass
-class Snapshot:
-    """Counters at one moment: monotonic wall time, process and machine CPU seconds, CPU
-    seconds per camera thread, and per camera its frame counts, queue waits and inferences."""
-
-    wall: float
-    cpu: float
-    machine: float | None
-    threads: dict[int, float]
-    cams: list[dict[str, Any]]
-    #: which of ``threads`` are FFmpeg's frame-decoding threads
-    codec: frozenset[int] = frozenset()
-
-
-def take_snapshot(check: "PlanCheck", previous: Snapshot | None = None) -> Snapshot:
-    """Counters now.  A camera thread that has ended counts with the CPU time it had when it
-    ended, and FFmpeg's frame threads with what they had when their camera's decoder thread
-    ended (they end when the decoder closes); another thread that has ended since ``previous``
-    keeps the CPU time it had there: the work of all of them still counts as what it was, not
-    as inference."""
-    codec = ffmpeg_decoder_threads()
-    ended = {tid: cpu for cam in check.cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
-    threads = {tid: cpu for tid in check.thread_ids() if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
-    alive = set(codec)
-    for cam in check.cameras:  # each decoder's end saw every frame thread then alive: the last saw most
-        for tid, cpu in cam.exit_codec_cpu().items():
-            if tid not in alive:
-                codec[tid] = max(cpu, codec.get(tid, 0.0))
-    threads.update(codec)
-    threads.update(ended)
-    ended_codec: set[int] = set()
-    if previous is not None:
-        for tid, cpu in previous.threads.items():
-            if tid not in threads:
-                threads[tid] = cpu
-                if tid in previous.codec:
-                    ended_codec.add(tid)
-    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(), threads,
-                    [c.counters() for c in check.cameras], frozenset(codec) | ended_codec)
-
-
 class PlanCheck:
     """Watches ``cameras`` (objects with ``stats``, ``frames`` queue, ``stages``, ``threads_by_role``)
     run under ``plan``; call :meth:`sample` often (it acts at most once a second)."""
@@ -123,7 +69,7 @@ class PlanCheck:
                  replan: bool = False, cache: CostCache | None = None, warmup_s: float | None = None) -> None:
         self.plan = plan
         self.infos = {i.name: i for i in plan.infos}
-        self.cameras = [_CameraView(c) for c in cameras]
+        self.cameras = [CameraView(c) for c in cameras]
         self.pipeline = pipeline
         self.uris = uris
         self.needs_image = plan.needs_image
@@ -139,12 +85,13 @@ class PlanCheck:
         self.result: dict[str, Any] = {"status": "not checked (run shorter than the warm-up)" if plan.enabled
                                        else "not checked (no plan: --cores 0)"}
         self.observed: dict[str, Any] = {}
-        self._start = take_snapshot(self) if plan.enabled else None
+        self._start = self.snapshot() if plan.enabled else None
         self.judged = False  # the costs were observed over a window after the warm-up
         self.decode_exact = False  # each camera's decode cost is its own (no frame threads shared out)
 
-    def thread_ids(self) -> list[int]:
-        return [tid for c in self.cameras for tid in c.thread_ids()] + [threading.get_native_id()]
+    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        """The counters of the watched cameras now (see :func:`pipeline.run_counters.take_snapshot`)."""
+        return take_snapshot(self.cameras, previous)
 
     def sample(self) -> None:
         if not self.plan.enabled:
@@ -153,7 +100,7 @@ class PlanCheck:
         if now - self.started < self.warmup_s or now - self._last < SAMPLE_EVERY_S:
             return
         self._last = now
-        self._previous = take_snapshot(self, self._previous)
+        self._previous = self.snapshot(self._previous)
         if self._base is None:
             self._base = self._previous
             return
@@ -167,7 +114,7 @@ class PlanCheck:
         too much in so short a run), so that the summary shows them and :meth:`store` keeps them."""
         if self._start is None or self.observed:
             return
-        self.evaluate(self._start, take_snapshot(self, self._previous), judge=False)
+        self.evaluate(self._start, self.snapshot(self._previous), judge=False)
 
     def evaluate(self, base: Snapshot, snap: Snapshot, judge: bool = True) -> None:
         """Judge the plan on what happened between ``base`` and ``snap`` (sets :attr:`result`,
@@ -372,32 +319,3 @@ def _describe(plan: ThreadPlan) -> str:
              f"thread(s)" for n, c in plan.infer.items()]
     return (f"decode {plan.decoder_threads} thread(s), " + ", ".join(parts)
             + f" ({plan.predicted_fps:.0f} fps predicted)")
-
-
-class _CameraView:
-    """What the check reads of one camera of the runtime."""
-
-    def __init__(self, camera: Any) -> None:
-        self.camera = camera
-        source = camera.source
-        self.live = bool(getattr(source, "live", False))
-        self.can_probe = bool(getattr(source, "can_probe", not self.live))
-        params = getattr(source, "params", None)
-        self.paced = self.live or bool(getattr(params, "realtime", False)) or camera.opts.capture_delay_ms > 0
-
-    def thread_ids(self, *roles: str) -> list[int]:
-        ids = getattr(self.camera, "native_ids", {})
-        return [tid for role, tid in ids.items() if not roles or role in roles]
-
-    def exit_cpu(self) -> dict[int, float]:
-        return dict(getattr(self.camera, "exit_cpu", {}))
-
-    def exit_codec_cpu(self) -> dict[int, float]:
-        return dict(getattr(self.camera, "exit_codec_cpu", {}))
-
-    def counters(self) -> dict[str, Any]:
-        cam = self.camera
-        q = cam.frames
-        infer = {n: getattr(st, "inferences", 0) for n, st in cam.stages.items() if hasattr(st, "inferences")}
-        return {"decoded": cam.stats.decoded, "processed": cam.stats.processed, "put_wait_s": q.put_wait_s,
-                "get_wait_s": q.get_wait_s, "inferences": infer}

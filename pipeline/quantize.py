@@ -150,7 +150,7 @@ class _CalibrationRun:
         self.frames, self.sizes = frames, sizes
 
     def compile(self, model: Any, extra: dict[str, Any] | None = None) -> Any:
-        from .engine import with_preprocessing
+        from .model_prep import with_preprocessing
 
         ready = with_preprocessing(model.clone(), self.adapter.input_spec, self.layout, self.hw)
         return self.core.compile_model(ready, self.device, {**self.config, **(extra or {})})

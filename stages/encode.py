@@ -128,7 +128,7 @@ class Encode(Stage):
     def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Callable[[], float]]:
         """(cost-cache key, measurement) of encoding one frame of ``source_wh`` on one thread
         (at the size written: ``width``/``height`` when set)."""
-        from pipeline.costs import measure_encode
+        from pipeline.measure import measure_encode
 
         p = self.params
         w, h = self._file_size(source_wh)

@@ -217,9 +217,9 @@ def _read_rt_info(path: Path, model: Any, meta: dict[str, Any], origin: dict[str
 
 
 def _read_onnx_props(path: Path, model: Any, meta: dict[str, Any], origin: dict[str, str]) -> None:
-    from pipeline.engine import _onnx_metadata
+    from pipeline.model_prep import onnx_metadata
 
-    props = _onnx_metadata(model)
+    props = onnx_metadata(model)
     where = f"{path} metadata_props"
     _apply_ultralytics(props, meta, origin, where, literal=True)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import costs, graph_costs, threads
+from pipeline import costs, graph_costs, measure, threads
 from pipeline.config import load_config
-from pipeline.costs import CostCache, ModelProbe, measure_model
+from pipeline.costs import CostCache, ModelProbe
+from pipeline.measure import measure_model
 from pipeline.engine import InputSpec
 from pipeline.graph import build_graph
 
@@ -57,10 +58,10 @@ def test_compilations_compared_are_measured_in_turns(tmp_path: Path, monkeypatch
     def runner(probe: ModelProbe):
         return (lambda: order.append(probe.stage)), [8, 8]
 
-    monkeypatch.setattr(costs, "_model_runner", runner)
+    monkeypatch.setattr(measure, "_model_runner", runner)
     probes = [ModelProbe(n, Path("m.xml"), InputSpec(), "CPU", "THROUGHPUT", {"k": n}) for n in ("bf16", "f32")]
-    assert [e["input_hw"] for e in costs.measure_models(probes)] == [[8, 8], [8, 8]]
-    assert len(order) >= 2 * costs.MIN_SAMPLES and order == ["bf16", "f32"] * (len(order) // 2)
+    assert [e["input_hw"] for e in measure.measure_models(probes)] == [[8, 8], [8, 8]]
+    assert len(order) >= 2 * measure.MIN_SAMPLES and order == ["bf16", "f32"] * (len(order) // 2)
     cache = CostCache(tmp_path / "costs.json")
     fresh = costs.model_costs(probes, cache, lambda ps: [{"ms": 1.0 + i, "input_hw": [8, 8]} for i, _ in enumerate(ps)])
     assert [(e["ms"], o) for e, o in fresh] == [(1.0, "measured"), (2.0, "measured")]

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import plan_check
-from pipeline.plan_check import PlanCheck, Snapshot
+from pipeline import plan_check, run_counters
+from pipeline.plan_check import PlanCheck
+from pipeline.run_counters import Snapshot
 from pipeline.planner import InferInfo, plan_threads
 from pipeline.queues import BoundedQueue
 
@@ -226,14 +227,14 @@ def test_a_thread_that_ended_keeps_its_cpu_time_in_later_snapshots(monkeypatch: 
     to the end of the run, and the reader's CPU time is not taken for inference."""
     check, cam = _check(ms=20.0, replan=False)
     cpu = {101: 0.2, 102: 2.0, 103: 1.0, 201: 0.5}  # 201: an FFmpeg frame thread
-    monkeypatch.setattr(plan_check, "thread_cpu_s", lambda tid: cpu.get(tid))
-    monkeypatch.setattr(plan_check, "ffmpeg_decoder_threads", lambda: {t: c for t, c in cpu.items() if t == 201})
-    first = plan_check.take_snapshot(check)
+    monkeypatch.setattr(run_counters, "thread_cpu_s", lambda tid: cpu.get(tid))
+    monkeypatch.setattr(run_counters, "ffmpeg_decoder_threads", lambda: {t: c for t, c in cpu.items() if t == 201})
+    first = check.snapshot()
     assert first.threads == cpu and first.codec == {201}
     del cpu[101], cpu[201]  # the reader and the frame thread end
     cpu[102] = 4.0
-    assert set(plan_check.take_snapshot(check).threads) == {102, 103}  # without the last snapshot: lost
-    later = plan_check.take_snapshot(check, first)
+    assert set(check.snapshot().threads) == {102, 103}  # without the last snapshot: lost
+    later = check.snapshot(first)
     assert later.threads == {101: 0.2, 102: 4.0, 103: 1.0, 201: 0.5} and later.codec == {201}
 
     base = Snapshot(0.0, 0.0, 0.0, {101: 0.0, 102: 0.0, 103: 0.0, 201: 0.0}, [_counters(0, 0, 0.0, 0.0, 0)],
@@ -248,11 +249,11 @@ def test_threads_that_ended_before_any_snapshot_count_as_they_left(monkeypatch: 
     have ended before the end-of-run snapshot: they count with the CPU time they had when
     their camera's threads ended, as what they were (decoding), not as inference."""
     check, cam = _check(ms=20.0, replan=False)
-    monkeypatch.setattr(plan_check, "thread_cpu_s", lambda tid: {103: 1.0, 101: 9.9}.get(tid))  # 101: id reused
-    monkeypatch.setattr(plan_check, "ffmpeg_decoder_threads", lambda: {})
+    monkeypatch.setattr(run_counters, "thread_cpu_s", lambda tid: {103: 1.0, 101: 9.9}.get(tid))  # 101: id reused
+    monkeypatch.setattr(run_counters, "ffmpeg_decoder_threads", lambda: {})
     cam.exit_cpu = {101: 0.2, 102: 0.4}
     cam.exit_codec_cpu = {201: 1.5, 202: 1.4}
-    snap = plan_check.take_snapshot(check)
+    snap = check.snapshot()
     assert snap.threads == {101: 0.2, 102: 0.4, 103: 1.0, 201: 1.5, 202: 1.4} and snap.codec == {201, 202}
     base = Snapshot(0.0, 0.0, 0.0, {}, [_counters(0, 0, 0.0, 0.0, 0)])
     check.evaluate(base, replace(snap, wall=1.0, cpu=8.5, machine=8.5, cams=[_counters(150, 150, 0.0, 0.0, 150)]),
@@ -260,23 +261,6 @@ def test_threads_that_ended_before_any_snapshot_count_as_they_left(monkeypatch: 
     assert check.observed["decode_ms"][0] == pytest.approx(1000 * (0.2 + 0.4 + 1.5 + 1.4) / 150, abs=1e-3)
     assert check.observed["infer_ms"]["person_detect"] == pytest.approx(1000 * (8.5 - 4.5) / 150, rel=0.01)
     assert check.result["status"].startswith("not judged") and not check.judged
-
-
-def test_ffmpeg_decoding_threads_are_found_by_name(tmp_path: Path) -> None:
-    import av
-
-    from tests.media import CLIP, write_clip
-
-    path = write_clip(tmp_path / "clip.mp4", CLIP)
-    seen: set[int] = set()
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type, stream.thread_count = "FRAME", 2
-        for _ in container.decode(stream):
-            seen.update(plan_check.ffmpeg_decoder_threads())
-    assert len(seen) >= 1
-    assert threading.get_native_id() not in seen
-    assert all(t != threading.get_native_id() for t in plan_check.ffmpeg_decoder_threads())
 
 
 def test_a_replan_mid_run_loses_no_frame_and_changes_no_result(videos_dir: Path, tmp_path: Path,

@@ -1,5 +1,5 @@
 """Scaling on the host like the resize vapipe compiles into a model
-(``pipeline.engine.with_preprocessing``): equal bit for bit where ``opencv_matches_engine``
+(``pipeline.model_prep.with_preprocessing``): equal bit for bit where ``opencv_matches_engine``
 says so, checked against OpenVINO itself on random pixels; refused elsewhere."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from pipeline.engine import InputSpec, with_preprocessing
+from pipeline.engine import InputSpec
+from pipeline.model_prep import with_preprocessing
 from pipeline.resize_match import opencv_matches_engine, resize_like_engine
 
 
