@@ -40,35 +40,9 @@ class Snapshot:
     codec: frozenset[int] = frozenset()
 
 
-def take_snapshot(cameras: list["CameraView"], previous: Snapshot | None = None) -> Snapshot:
-    """Counters now.  A camera thread that has ended counts with the CPU time it had when it
-    ended, and FFmpeg's frame threads with what they had when their camera's decoder thread
-    ended (they end when the decoder closes); another thread that has ended since ``previous``
-    keeps the CPU time it had there: the work of all of them still counts as what it was, not
-    as inference."""
-    codec = ffmpeg_decoder_threads()
-    ended = {tid: cpu for cam in cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
-    threads = {tid: cpu for tid in thread_ids(cameras) if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
-    alive = set(codec)
-    for cam in cameras:  # each decoder's end saw every frame thread then alive: the last saw most
-        for tid, cpu in cam.exit_codec_cpu().items():
-            if tid not in alive:
-                codec[tid] = max(cpu, codec.get(tid, 0.0))
-    threads.update(codec)
-    threads.update(ended)
-    ended_codec: set[int] = set()
-    if previous is not None:
-        for tid, cpu in previous.threads.items():
-            if tid not in threads:
-                threads[tid] = cpu
-                if tid in previous.codec:
-                    ended_codec.add(tid)
-    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(), threads,
-                    [c.counters() for c in cameras], frozenset(codec) | ended_codec)
-
-
 class CameraView:
-    """What the check reads of one camera of the runtime."""
+    """What the plan check reads of one camera of the runtime (:class:`pipeline.camera.Camera`): its
+    threads' native ids by role, their CPU time as they ended, and its frame and queue counters."""
 
     def __init__(self, camera: Any) -> None:
         self.camera = camera
@@ -99,3 +73,30 @@ class CameraView:
 def thread_ids(cameras: list[CameraView]) -> list[int]:
     """Native ids of every camera's threads and of the calling thread (the one that checks)."""
     return [tid for c in cameras for tid in c.thread_ids()] + [threading.get_native_id()]
+
+
+def take_snapshot(cameras: list[CameraView], previous: Snapshot | None = None) -> Snapshot:
+    """Counters now.  A camera thread that has ended counts with the CPU time it had when it
+    ended, and FFmpeg's frame threads with what they had when their camera's decoder thread
+    ended (they end when the decoder closes); another thread that has ended since ``previous``
+    keeps the CPU time it had there: the work of all of them still counts as what it was, not
+    as inference."""
+    codec = ffmpeg_decoder_threads()
+    ended = {tid: cpu for cam in cameras for tid, cpu in cam.exit_cpu().items()}  # as they left
+    threads = {tid: cpu for tid in thread_ids(cameras) if tid not in ended and (cpu := thread_cpu_s(tid)) is not None}
+    alive = set(codec)
+    for cam in cameras:  # each decoder's end saw every frame thread then alive: the last saw most
+        for tid, cpu in cam.exit_codec_cpu().items():
+            if tid not in alive:
+                codec[tid] = max(cpu, codec.get(tid, 0.0))
+    threads.update(codec)
+    threads.update(ended)
+    ended_codec: set[int] = set()
+    if previous is not None:
+        for tid, cpu in previous.threads.items():
+            if tid not in threads:
+                threads[tid] = cpu
+                if tid in previous.codec:
+                    ended_codec.add(tid)
+    return Snapshot(time.monotonic(), time.process_time(), machine_busy_s(), threads,
+                    [c.counters() for c in cameras], frozenset(codec) | ended_codec)
