@@ -62,8 +62,9 @@ SAMPLE_EVERY_S = 1.0
 
 
 class PlanCheck:
-    """Watches ``cameras`` (objects with ``stats``, ``frames`` queue, ``stages``, ``threads_by_role``)
-    run under ``plan``; call :meth:`sample` often (it acts at most once a second)."""
+    """Watches ``cameras`` (the runtime's :class:`pipeline.camera.Camera` objects, read through
+    :class:`pipeline.run_counters.CameraView`) run under ``plan``; call :meth:`sample` often (it
+    acts at most once a second)."""
 
     def __init__(self, plan: ThreadPlan, cameras: list[Any], *, pipeline: str, uris: list[str],
                  replan: bool = False, cache: CostCache | None = None, warmup_s: float | None = None) -> None:
@@ -287,8 +288,8 @@ class PlanCheck:
                 keep(key, {"ms": round(ms, 4), "origin": "observed"})
                 continue
             entry = cache.get(key)
-            if self.decode_exact and isinstance(entry, dict) and isinstance(entry.get("ms"), (int, float)) \
-                    and ms < LOWERS_DECODE_COST * entry["ms"]:
+            if self.decode_exact and isinstance(entry, dict) and "ms" in entry \
+                    and ms < LOWERS_DECODE_COST * float(entry["ms"]):
                 cache.put(key, {**entry, "ms": round(ms, 4)})
 
     def summary_lines(self) -> list[str]:
