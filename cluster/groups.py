@@ -38,6 +38,18 @@ class ActorGroup:
     result: dict[str, Any] | None = None
     gone: bool = False                     # ended, failed or lost: no longer polled
 
+    def cpus_held(self, cameras: dict[str, CameraRecord] | None = None, cpus_per_camera: float = 0.0) -> float:
+        """Ray CPUs the actor holds (all it reserved, until it ends), less ``cpus_per_camera`` for each of
+        its cameras running on it per ``cameras`` (the run's own records, whose running cameras placement
+        counts apart); 0 once it is gone."""
+        if self.gone:
+            return 0.0
+        if cameras is None:
+            return self.cpus
+        active = sum(1 for n in self.cameras if cameras[n].group == self.key
+                     and cameras[n].state in ("starting", "running"))
+        return max(0.0, self.cpus - active * cpus_per_camera)
+
     def kill(self) -> None:
         """End the actor's process (its CPUs are free for other cameras); nothing if it is gone."""
         import ray

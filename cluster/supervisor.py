@@ -122,8 +122,7 @@ class ClusterRun:
             self._collect_status()
             if not self.stop_requested.is_set():
                 self._replace_lost()
-            now = time.monotonic()
-            self.history.append((now, {c.name: c.frames for c in self.cameras.values()}))
+            self.history.append((time.monotonic(), {c.name: c.frames for c in self.cameras.values()}))
 
     def run(self, progress: Callable[["ClusterRun"], None] | None = None) -> ClusterSummary:
         """Start (unless :meth:`start` was called), supervise until every camera has ended (or
@@ -185,12 +184,8 @@ class ClusterRun:
         camera the run has had."""
         from pipeline.runtime import source_ids
 
-        base = source_ids([uri])[0]
-        name, k = base, 2
         with self._lock:
-            while name in self.cameras:
-                name, k = f"{base}-{k}", k + 1
-        return name
+            return source_ids([uri], taken=self.cameras)[0]
 
     def remove_camera(self, name: str, timeout: float | None = None) -> None:
         """Stop camera ``name`` while the others go on: its frames in flight finish and its outputs are
@@ -328,14 +323,8 @@ class ClusterRun:
         reserved: dict[str, float] = {}
         for other in list(_RUNS):
             for g in list(other.groups.values()):
-                if g.gone:
-                    continue
-                held = g.cpus
-                if other is self:
-                    active = sum(1 for n in g.cameras if self.cameras[n].group == g.key
-                                 and self.cameras[n].state in ("starting", "running"))
-                    held = max(0.0, g.cpus - active * self.options.cpus_per_camera)
-                reserved[g.node] = reserved.get(g.node, 0.0) + held
+                reserved[g.node] = reserved.get(g.node, 0.0) + g.cpus_held(
+                    self.cameras if other is self else None, self.options.cpus_per_camera)
         nodes = [NodeInfo(n.node_id, max(0.0, n.cpus - reserved.get(n.node_id, 0.0)), n.address)
                  for n in self.nodes.values()]
         placed, pending = spread([c.name for c in cams], nodes, load, self.options.cpus_per_camera)

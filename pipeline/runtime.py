@@ -25,7 +25,7 @@ import re
 import signal
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from .executor import GraphExecutor
 from .graph import PipelineGraph
@@ -35,14 +35,15 @@ from .stats import RunSummary, SourceStats
 __all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals", "source_ids"]
 
 
-def source_ids(uris: list[str]) -> list[str]:
-    """Short unique names for sources (file stem, scene name, host/path)."""
+def source_ids(uris: list[str], taken: Collection[str] = ()) -> list[str]:
+    """Short unique names for sources (file stem, scene name, host/path), none of them in
+    ``taken`` (a second ``cam`` is ``cam-2``)."""
     out: list[str] = []
     for uri in uris:
         base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
         stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
         name, k = stem, 2
-        while name in out:
+        while name in out or name in taken:
             name, k = f"{stem}-{k}", k + 1
         out.append(name)
     return out

@@ -143,11 +143,13 @@ class Session:
         with self._lock:
             self._check_open()
             taken = set(self._cameras) | self._closed_ids
-            if ids is not None and (len(ids) != len(uris) or len(set(ids)) != len(ids) or set(ids) & taken):
-                raise ValueError(f"{len(uris)} sources need as many distinct source ids not in use")
+            if ids is not None and (len(ids) != len(uris) or len(set(ids)) != len(ids)):
+                raise ValueError(f"{len(uris)} sources need as many distinct source ids, got {list(ids)}")
+            if ids is not None and set(ids) & taken:
+                raise ValueError(f"source id(s) already in use: {sorted(set(ids) & taken)}")
             if own is not None and len(own) != len(uris):
                 raise ValueError(f"{len(own)} per-source overrides for {len(uris)} sources")
-            ids = list(ids) if ids is not None else _unique_ids(uris, taken)
+            ids = list(ids) if ids is not None else source_ids(uris, taken)
             opts = replace(self.opts, overrides=self._revise_plan(uris))
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
@@ -163,9 +165,7 @@ class Session:
                 raise
             for cam in cams:
                 self._cameras[cam.source_id] = cam
-            multi = len(self._cameras) > 1
-            for cam in self._cameras.values():
-                cam.multi_camera = multi
+            self._mark_multi_camera()
             for cam in cams:
                 threads = cam.threads()
                 self._threads[cam.source_id] = threads
@@ -175,23 +175,7 @@ class Session:
 
     def add_source(self, uri: str, source_id: str | None = None) -> str:
         """Start one more camera; returns its source id (``source_id`` if given and free)."""
-        if source_id is None:
-            return self.add_sources([uri])[0]
-        with self._lock:
-            self._check_open()
-            if source_id in self._cameras or source_id in self._closed_ids:
-                raise ValueError(f"source id {source_id!r} is already in use")
-            opts = replace(self.opts, overrides=self._revise_plan([uri]))
-            cam = self._camera(uri, source_id, opts)
-            _open(cam)
-            self._cameras[source_id] = cam
-            multi = len(self._cameras) > 1
-            for c in self._cameras.values():
-                c.multi_camera = multi
-            self._threads[source_id] = cam.threads()
-            for t in self._threads[source_id]:
-                t.start()
-            return source_id
+        return self.add_sources([uri], ids=None if source_id is None else [source_id])[0]
 
     def remove_source(self, source_id: str, timeout: float | None = None) -> SourceStats:
         """Stop one camera (frames in flight finish, its outputs are finalised); returns its
@@ -211,11 +195,15 @@ class Session:
             for t in threads:
                 t.join(timeout=self.opts.stop_deadline_s)
         self._finish(cam)
+        self._mark_multi_camera(keep=True)
+        return cam.stats
+
+    def _mark_multi_camera(self, keep: bool = False) -> None:
+        """Tell the cameras whether others run beside them (``keep``: once set, it stays set)."""
         with self._lock:
             multi = len(self._cameras) > 1
-            for c in self._cameras.values():
-                c.multi_camera = multi or c.multi_camera
-        return cam.stats
+            for cam in self._cameras.values():
+                cam.multi_camera = multi or (keep and cam.multi_camera)
 
     def _check_open(self) -> None:
         if self._aborted.is_set() or self.stop_sources.is_set():
@@ -396,17 +384,6 @@ def _open(cam: Camera) -> None:
     except Exception as exc:  # noqa: BLE001 - one line naming the source
         cam.close()
         raise StageFailure(one_line_error(exc, cam.source_id)) from exc
-
-
-def _unique_ids(uris: list[str], taken: set[str]) -> list[str]:
-    """Source ids as :func:`source_ids` makes them, also distinct from ``taken``."""
-    out: list[str] = []
-    for sid in source_ids(uris):
-        name, k = sid, 2
-        while name in taken or name in out:
-            name, k = f"{sid}-{k}", k + 1
-        out.append(name)
-    return out
 
 
 def _make_output_dir(path: Any) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
-from pipeline.runtime import RunOptions, run_pipeline
+from pipeline.runtime import RunOptions, run_pipeline, source_ids
 from pipeline.testing import COLLECTED
 
 LINEAR = """
@@ -212,3 +212,10 @@ def test_stop_event_ends_the_run_like_a_signal(tmp_path: Path) -> None:
     frames = collected["cam"]
     assert summary.error is None and 0 < len(frames) < 100000
     assert [f.seq for f in frames] == list(range(len(frames)))  # frames in flight finished, in order
+
+
+def test_source_ids_are_short_distinct_and_avoid_names_in_use() -> None:
+    uris = ["/clips/door.mp4", "rtsp://user:secret@10.0.0.5/door", "/other/door.mkv", "testsrc://bars?width=64"]
+    assert source_ids(uris) == ["door", "door-2", "door-3", "bars"]
+    assert source_ids(uris[:2], taken={"door", "door-2"}) == ["door-3", "door-4"]
+    assert all("secret" not in sid for sid in source_ids(uris))
