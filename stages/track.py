@@ -13,7 +13,8 @@ gives the same ids.
   or is removed with ``unmatched: drop``.  Tracks whose object was not found
   are *lost*: they are not output, keep their id and are found again by IoU
   with their predicted box until they have been unseen for ``lost_frames``
-  frames (or ``lost_s`` seconds).
+  frames (or ``lost_s`` seconds).  Predicted boxes are clipped to the frame, as
+  detections are.
 * Frames on which detection did not run (``detect.every``, motion gating):
   every tracked object is output at its predicted box with the label, score,
   keypoints (moved with the box) and detector attributes of its last
@@ -124,7 +125,8 @@ class Track(Stage):
             ended = self._associate(src.tracker, frame, steps)
         else:
             objects, ended = src.tracker.predict(steps, still=any(attr_values(frame, STILL)),
-                                                 tentative=self.params.unmatched == "keep")
+                                                 tentative=self.params.unmatched == "keep",
+                                                 bounds=(frame.width, frame.height))
             frame.detections = Detections.merge([frame.detections, _predicted(objects)])
         if ended:
             frame.attrs[(self.name, TRACKS_ENDED)] = ended
@@ -138,7 +140,8 @@ class Track(Stage):
         labels = self.params.labels
         sel = np.arange(len(dets)) if labels is None else dets.with_label(labels)
         payloads = [(dets.keypoints[i], dict(dets.attributes[i])) for i in sel]
-        ids, ended = tracker.update(dets.xyxy[sel], dets.score[sel], dets.label[sel], steps, payloads)
+        ids, ended = tracker.update(dets.xyxy[sel], dets.score[sel], dets.label[sel], steps, payloads,
+                                    bounds=(frame.width, frame.height))
         track_id = dets.track_id.copy()
         track_id[sel] = ids
         dets.track_id = track_id

@@ -22,6 +22,12 @@ Between detection frames (:meth:`ByteTracker.predict`) the tracked boxes move
 on by the filter's prediction; on frames where nothing moved (``still``) they
 stay where they are and lost tracks do not age.
 
+Given the frame's size (``bounds``), predicted boxes are clipped to the frame, for
+matching and on output, as a detector's boxes are: an object leaving through the
+frame's edge is detected ever smaller, while its filter, unaware of the edge, keeps
+moving the whole box on; unclipped, the predicted box drifts out of the frame and
+stops overlapping the object's last detections.
+
 Tracks match detections of any label (a detector's label often flickers between car
 and truck, or car and phone, on one object), with the track's own label preferred:
 another label's box counts as overlapping by :data:`LABEL_CHANGE_COST` less IoU, so a
@@ -130,18 +136,21 @@ class ByteTracker:
         self.kalman = BoxKalman()
         self.tracks = _Tracks()
         self.issued = 0  # ids handed out so far (the last id)
+        self.bounds: tuple[float, float] | None = None  # the frame's (width, height) of the latest call
 
     # public API -----------------------------------------------------------------------
     def update(self, boxes: np.ndarray, scores: np.ndarray, labels: Any, steps: int = 1,
-               payloads: list[Any] | None = None) -> tuple[np.ndarray, list[int]]:
+               payloads: list[Any] | None = None, bounds: tuple[float, float] | None = None
+               ) -> tuple[np.ndarray, list[int]]:
         """Associate one detection frame ``steps`` frames after the previous call.
 
         boxes (N, 4) ``[x1, y1, x2, y2]``, scores (N,), labels (N,) str; payloads: one object per
-        detection, kept with its track (e.g. keypoints).  Returns (track id per detection,
-        int64 (N,), -1 where the detection belongs to no confirmed track; ids of tracks that
-        ended on this frame).
+        detection, kept with its track (e.g. keypoints); bounds: the frame's (width, height) in
+        the boxes' pixels, if known.  Returns (track id per detection, int64 (N,), -1 where the
+        detection belongs to no confirmed track; ids of tracks that ended on this frame).
         """
         c = self.config
+        self.bounds = bounds
         boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         scores = np.asarray(scores, np.float64).reshape(-1)
         labels = [str(x) for x in labels]
@@ -187,25 +196,38 @@ class ByteTracker:
                     ids[d] = t.ids[k]
         return ids, ended
 
-    def predict(self, steps: int = 1, still: bool = False,
-                tentative: bool = False) -> tuple[list[TrackedBox], list[int]]:
+    def predict(self, steps: int = 1, still: bool = False, tentative: bool = False,
+                bounds: tuple[float, float] | None = None) -> tuple[list[TrackedBox], list[int]]:
         """A frame without detection ``steps`` frames after the previous call: the tracked
-        objects at their predicted boxes (held in place when ``still``; see :meth:`tracked`),
-        and the ids of tracks that ended."""
+        objects at their predicted boxes (held in place when ``still``; clipped to ``bounds``,
+        the frame's (width, height); see :meth:`tracked`), and the ids of tracks that ended."""
+        self.bounds = bounds
         self._advance(steps, still)
         ended = self._forget(np.ones(len(self.tracks), bool))
         return self.tracked(tentative), ended
 
     def tracked(self, tentative: bool = False) -> list[TrackedBox]:
         """Confirmed tracks currently tracked (not lost), in track order; with ``tentative``
-        also those not yet confirmed (track id -1)."""
+        also those not yet confirmed (track id -1).  Given the frame's size, only those whose
+        box is still partly inside it."""
         t = self.tracks
-        boxes = state_to_xyxy(t.mean) if len(t) else np.zeros((0, 4))
+        boxes = self._predicted_boxes(np.arange(len(t)))
+        inside = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         return [TrackedBox(t.ids[i] if t.state[i] == TRACKED else -1, boxes[i], t.labels[i], t.scores[i],
                            t.payloads[i], t.boxes[i])
-                for i in range(len(t)) if t.state[i] == TRACKED or (tentative and t.state[i] == NEW)]
+                for i in range(len(t)) if inside[i] and (t.state[i] == TRACKED or (tentative and t.state[i] == NEW))]
 
     # internals ------------------------------------------------------------------------------
+    def _predicted_boxes(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), 4) corners of the tracks ``rows`` now, clipped to the frame if its size is known."""
+        if not len(rows):
+            return np.zeros((0, 4))
+        boxes = state_to_xyxy(self.tracks.mean[rows])
+        if self.bounds is not None:
+            w, h = self.bounds
+            np.clip(boxes, 0.0, [w, h, w, h], out=boxes)
+        return boxes
+
     def _advance(self, steps: int, still: bool) -> None:
         t = self.tracks
         if still or not len(t):
@@ -220,7 +242,7 @@ class ByteTracker:
         if not len(tracks) or not len(dets):
             return np.zeros((0, 2), np.int64), np.arange(len(tracks)), np.arange(len(dets))
         t = self.tracks
-        iou = iou_matrix(state_to_xyxy(t.mean[tracks]), boxes[dets])
+        iou = iou_matrix(self._predicted_boxes(tracks), boxes[dets])
         same = np.array(t.labels, object)[tracks][:, None] == np.array(labels, object)[dets][None, :]
         # another label's box counts as less overlap; with per_class as none
         overlap = iou - np.where(same, 0.0, np.inf if self.config.per_class else LABEL_CHANGE_COST)

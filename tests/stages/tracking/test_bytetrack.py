@@ -1,0 +1,62 @@
+"""The tracker on an object that leaves through the frame's edge."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stages.tracking.bytetrack import ByteTracker
+
+#: YOLO11n's boxes on a white car driving out through the bottom of ``car-detection.mp4``
+#: (768x432), frames 324-346, as the planned runtime produced them: (label, score, x1, y1, x2, y2),
+#: or None for a frame without a box.  From frame 334 the box is cut off at the frame's edge and
+#: shrinks; frame 341 has no box; the label changes from "cell phone" to "car", and three
+#: boxes after the gap are weak (below 0.5).
+LEAVING = [
+    ("cell phone", 0.48, 164, 2, 326, 171), ("cell phone", 0.67, 160, 1, 324, 190),
+    ("cell phone", 0.59, 154, 1, 323, 219), ("cell phone", 0.70, 150, 1, 321, 236),
+    ("cell phone", 0.36, 147, 1, 319, 258), ("cell phone", 0.45, 141, 3, 317, 287),
+    ("cell phone", 0.30, 137, 15, 313, 311), ("cell phone", 0.54, 132, 34, 311, 345),
+    ("cell phone", 0.69, 128, 52, 311, 371), ("cell phone", 0.70, 125, 64, 307, 396),
+    ("cell phone", 0.50, 120, 90, 308, 427), ("cell phone", 0.62, 116, 105, 306, 428),
+    ("cell phone", 0.80, 112, 129, 306, 428), ("cell phone", 0.87, 111, 146, 305, 428),
+    ("cell phone", 0.69, 110, 165, 305, 427), ("cell phone", 0.82, 106, 193, 303, 427),
+    ("cell phone", 0.34, 101, 214, 301, 428), None,
+    ("car", 0.26, 114, 269, 297, 429), ("car", 0.40, 114, 288, 296, 429),
+    ("car", 0.32, 111, 323, 297, 430), ("car", 0.72, 112, 347, 297, 430),
+    ("car", 0.63, 118, 384, 290, 430),
+]
+
+
+def _track(bounds: tuple[float, float] | None) -> tuple[list[int], ByteTracker]:
+    tracker = ByteTracker()
+    ids = []
+    for det in LEAVING:
+        boxes = np.array([det[2:]], float) if det else np.zeros((0, 4))
+        out, _ = tracker.update(boxes, [det[1]] if det else [], [det[0]] if det else [], bounds=bounds)
+        ids += out.tolist()
+    return ids, tracker
+
+
+def test_an_object_leaving_through_the_edge_keeps_its_id_when_the_frame_size_is_known() -> None:
+    ids, tracker = _track((768.0, 432.0))
+    assert tracker.issued == 1 and set(ids) == {-1, 1}
+    assert ids[-3:] == [1, 1, 1]  # the last boxes, weak and of another label, stay on the track
+    # without the frame's size the predicted box runs on past the edge, and the car gets a second id
+    _, unbounded = _track(None)
+    assert unbounded.issued == 2
+
+
+def test_boxes_predicted_between_detections_stay_inside_the_frame() -> None:
+    frame = (768.0, 432.0)
+    clipped, unclipped = ByteTracker(), ByteTracker()
+    for k in range(4):  # moving right 40 px per frame, the last box cut off at the right edge
+        box = np.array([[560.0 + 40 * k, 100, 688 + 40 * k, 200]]).clip(0, 768)
+        clipped.update(box, [0.9], ["car"], bounds=frame)
+        unclipped.update(box, [0.9], ["car"])
+    [inside], _ = clipped.predict(bounds=frame)
+    [outside], _ = unclipped.predict()
+    x1, y1, x2, y2 = inside.box
+    assert 680 < x1 < x2 == 768 and 90 < y1 < y2 < 210
+    assert outside.box[2] > 768 and np.allclose(outside.box[[0, 1, 3]], inside.box[[0, 1, 3]])
+    gone, _ = clipped.predict(steps=10, bounds=frame)  # wholly outside now: not output, still tracked
+    assert gone == [] and len(clipped.predict(bounds=(2000.0, 432.0))[0]) == 1
