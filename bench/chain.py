@@ -62,7 +62,8 @@ class Chain:
 
 def load_spec(plan: BenchPlan) -> Any:
     """The pipeline spec of ``plan`` with its ``--set`` values applied."""
-    from pipeline.config import apply_overrides, load_config
+    from pipeline.config import load_config
+    from pipeline.overrides import apply_overrides
 
     spec = load_config(plan.config, check_files=False).get(plan.pipeline)
     return apply_overrides(spec, list(plan.sets)) if plan.sets else spec

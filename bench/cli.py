@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from pipeline.cli import OneLineParser
+
 from .engine_modes import ENGINES
 from .plan import BASE_MODES, ENGINE_MODES
 
@@ -21,7 +23,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def build_parser(default_config: str = "pipelines.yaml") -> argparse.ArgumentParser:
-    b = argparse.ArgumentParser(prog="vapipe bench", description="A pipeline against the loops users write, "
+    b = OneLineParser(prog="vapipe bench", description="A pipeline against the loops users write, "
                                 "peers (MediaPipe, RapidOCR) and the machine's limits, side by side.")
     b.add_argument("name", help="pipeline")
     b.add_argument("--source", required=True, metavar="FILE", help="video file")

@@ -165,7 +165,7 @@ def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, 
 
 def _search(name: str, source: str, cameras: int, budget_s: float, n: int, path: Path, spec: Any, plan: BenchPlan,
             dims: dict[str, list[Any]], top: int, say: Callable[[str], None]) -> TuneResult:
-    from pipeline.config import apply_override_file
+    from pipeline.overrides import apply_override_file
 
     t_start = time.monotonic()
     deadline = t_start + budget_s

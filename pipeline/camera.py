@@ -134,11 +134,17 @@ class Camera:
         self.stats.total = getattr(self.source, "total_frames", None)
 
     def close(self) -> None:
+        """Close every stage; the first that fails becomes the source's error (an output not
+        finished fails the run) unless the source already failed, then it is logged."""
         for name in self.graph.order:
             try:
                 self.stages[name].close()
             except Exception as exc:  # noqa: BLE001 - close everything, report the first
-                log.error("closing stage %r on %r failed: %s", name, self.source_id, exc)
+                msg = one_line_error(exc, f"closing stage {name!r} on source {self.source_id!r}")
+                if self.stats.error is None:
+                    self.stats.error = msg
+                else:
+                    log.error("%s", msg)
 
     def collect_counters(self) -> None:
         """Each stage's totals (Stage.counters) into the source's summary."""

@@ -8,9 +8,9 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
-__all__ = ["main"]
+__all__ = ["main", "OneLineParser"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -19,8 +19,18 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, as every other error (``vapipe: error: COMMAND: ...``, exit 2);
+    the subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("vapipe").strip()
+        self.exit(EXIT_USAGE, f"vapipe: error: {command + ': ' if command else ''}{message} "
+                              f"(see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vapipe", description="Video analytics pipelines on OpenVINO.")
+    p = OneLineParser(prog="vapipe", description="Video analytics pipelines on OpenVINO.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -269,7 +279,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
-    from .config import apply_overrides, load_config, validate_pipeline
+    from .config import load_config, validate_pipeline
+    from .overrides import apply_overrides
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline
 
@@ -277,13 +288,18 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
     spec = cfg.get(args.name)
     sets = list(args.set)
     if args.device:
+        from .engine import validate_device
         from .registry import resolve_stage_type
 
+        try:
+            validate_device(args.device)
+        except ValueError as exc:
+            raise CliError(f"--device {args.device}: {exc}") from None
         for st in spec.stages:
             if "device" in resolve_stage_type(st.type).Params.model_fields:
                 sets.append(f"{st.name}.device={args.device}")
     if args.overrides:
-        from .config import apply_override_file
+        from .overrides import apply_override_file
 
         spec = apply_override_file(spec, args.overrides)
     spec = apply_overrides(spec, sets)

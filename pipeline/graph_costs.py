@@ -157,6 +157,10 @@ def _probe_source(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | N
 
 
 def _first_frame(graph: Any, uri: str, overrides: dict[str, dict[str, Any]] | None) -> Any:
+    """The source's first decoded frame, or None; a camera or stream is not read before the run
+    connects to it (it may be down, and its retries would hold up the start unstoppably)."""
+    if _connects(graph, uri, overrides):
+        return None
     source = _probe_source(graph, uri, overrides, opened=True)
     try:
         for unit in source.units():

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import (ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, set_stage_param,
-                             validate_pipeline)
+from pipeline.config import ConfigError, ConfigFile, PipelineSpec, StageSpec, load_config, validate_pipeline
+from pipeline.overrides import set_stage_param
 from pipeline.registry import resolve_stage_type
 
 from .security import PATH_PARAMS, Forbidden, Guard

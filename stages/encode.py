@@ -218,6 +218,10 @@ class Encode(Stage):
         self._t0 = Fraction(frame.pts) * Fraction(frame.time_base) if self._use_ts else Fraction(0)
         self._seq0 = frame.seq
         rate = Fraction(self.nominal_fps).limit_denominator(100_000)
+        try:  # FFmpeg opens the file only when the first packet is muxed: fail here, naming it
+            self.path.open("wb").close()
+        except OSError as exc:
+            raise StageError(f"{self.name}: cannot write {self.path}: {exc.strerror or exc}") from None
         error: Exception | None = None
         # 90 kHz first; MPEG-4 part 2 style encoders cap the clock at 65535 Hz,
         # some legacy ones only take 1/rate.

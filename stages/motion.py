@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import cv2
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.frame import GATE, OVERLAY, STILL, Frame, plane_array
 from pipeline.stage import Params as StageParams
@@ -61,6 +61,13 @@ class Motion(Stage):
         refresh_s: float = Field(5.0, gt=0, description="open the gate at least this often (seconds of source "
                                  "time)")
         draw: bool = Field(False, description="draw the motion regions in the video")
+
+        @field_validator("blur")
+        @classmethod
+        def _odd_kernel(cls, value: int) -> int:
+            if value and value % 2 == 0:
+                raise ValueError("valid: 0 (none) or an odd kernel size: 1, 3, 5, ...")
+            return value
 
     params: Params
 
@@ -129,7 +136,7 @@ class Motion(Stage):
                            interpolation=cv2.INTER_AREA)
         k = self.params.blur
         if k:
-            small = cv2.GaussianBlur(small, (k | 1, k | 1), 0)
+            small = cv2.GaussianBlur(small, (k, k), 0)
         return small
 
     def _regions(self, changed: np.ndarray, sx: float, sy: float) -> np.ndarray:

@@ -133,8 +133,8 @@ class ModelDetector(DetectorAdapter):
         self.labels = self._resolve_labels(settings.get("labels"))
         classes = settings.get("classes")
         where = f"classes for model {info.path}"
-        self.keep_classes = (None if classes is None
-                             else np.asarray(class_ids_for(classes, self.labels, where), np.int64))
+        ids = None if classes is None else class_ids_for(classes, self.labels, where, self.num_names() or None)
+        self.keep_classes = None if ids is None else np.asarray(ids, np.int64)
         self._names = np.array([self.name_of(i) for i in range(self.num_names())], dtype=object)
 
     # --- preprocessing -----------------------------------------------------------------------

@@ -72,8 +72,10 @@ def label_name(labels: Sequence[str] | None, class_id: int) -> str:
     return f"#{class_id}"
 
 
-def class_ids_for(wanted: Sequence[str | int], labels: Sequence[str] | None, where: str) -> list[int]:
-    """Class ids of ``wanted`` names (or ids); an unknown name is a one-line error listing the valid ones."""
+def class_ids_for(wanted: Sequence[str | int], labels: Sequence[str] | None, where: str,
+                  count: int | None = None) -> list[int]:
+    """Class ids of ``wanted`` names (or ids); an unknown name, or an id outside 0..``count``-1
+    when the model's class count is known, is a one-line error naming the valid ones."""
     out = []
     for item in wanted:
         if isinstance(item, bool):
@@ -92,4 +94,8 @@ def class_ids_for(wanted: Sequence[str | int], labels: Sequence[str] | None, whe
                                   "labels: or class ids)")
             shown = ", ".join(labels[:12]) + (f", ... ({len(labels)} names)" if len(labels) > 12 else "")
             raise LabelsError(f"{where}: {text!r} is not a label of this model; labels: {shown}")
+    bad = [i for i in out if count is not None and not 0 <= i < count]
+    if bad:
+        raise LabelsError(f"{where}: class id {bad[0]} is out of range; valid: 0..{count - 1} "
+                          f"(the model has {count} classes)")
     return out

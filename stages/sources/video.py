@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 from pipeline.videofile import iso_boxes
 
-from .base import LOOP, Decoded, Reader, SourceError
+from .base import LIVE_SCHEMES, LOOP, Decoded, Reader, SourceError
 from .frame_filter import Deinterlace, FrameFilter
 
 #: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
@@ -57,10 +57,14 @@ class VideoReader(Reader):
             if "://" not in uri and fmt is None and unfinished_mp4(uri):
                 raise SourceError(f"cannot open source {uri}: the file has media data but no index ('moov' box): "
                                   "its recording was not finished") from None
-            # the kind of source is clear for URLs and cameras: no list of valid ones
-            hint = "" if "://" in uri or fmt == "v4l2" else (
-                f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, ...), "
-                "/dev/videoN, an image folder or testsrc://PATTERN")
+            # the kind of source is clear for URLs and cameras (unless FFmpeg has no such protocol)
+            if isinstance(exc, av.error.ProtocolNotFoundError):
+                hint = f"; valid: {', '.join(s + '://' for s in LIVE_SCHEMES)}, file://, testsrc://"
+            elif "://" in uri or fmt == "v4l2":
+                hint = ""
+            else:
+                hint = (f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, "
+                        "...), /dev/videoN, an image folder or testsrc://PATTERN")
             raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}{hint}") from None
         if not self.container.streams.video:
             found = ", ".join(sorted({st.type for st in self.container.streams})) or "none"

@@ -226,6 +226,24 @@ def test_graph_of_unknown_pipeline_lists_the_valid_ones(cli_env) -> None:
         assert name in line
 
 
+@pytest.mark.parametrize("args, names", [
+    (["graph", "faces", "--format", "svg"], ["graph: argument --format", "'svg'", "'mermaid'"]),
+    (["run", "persons"], ["run: the following arguments are required: --source"]),
+    (["run", "persons", "--source", "a.mp4", "--max-frames", "ten"], ["--max-frames", "'ten'"]),
+    (["models", "fetch"], ["models: argument ACTION", "'fetch'", "'pull'", "'list'"]),
+    (["bench", "persons"], ["bench: the following arguments are required: --source"]),
+])
+def test_a_usage_error_is_one_line_naming_the_argument(cli_env, args: list[str], names: list[str]) -> None:
+    line = one_error_line(vapipe(cli_env, *args))
+    assert all(name in line for name in names), line
+    assert line.endswith("--help)"), line
+
+
+def test_an_unknown_device_names_the_option_and_the_valid_ones(cli_env, clip: Path) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip, "--device", "TPU"))
+    assert line.startswith("vapipe: error: --device TPU: unknown device 'TPU'; valid: CPU, GPU"), line
+
+
 def test_validate_default_file_prints_ok(cli_env) -> None:
     proc = ok(vapipe(cli_env, "validate"))
     assert proc.stdout.strip() == "ok"

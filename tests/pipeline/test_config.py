@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, apply_overrides, load_config, load_pipeline, parse_config
+from pipeline.config import ConfigError, load_config, load_pipeline, parse_config
+from pipeline.overrides import apply_overrides
 from pipeline.graph import build_graph
 
 GOOD = """
@@ -109,6 +110,18 @@ def test_an_override_can_set_one_key_of_a_mapping_parameter() -> None:
         apply_overrides(spec, ["src.nope.x=1"])
     with pytest.raises(ConfigError, match=r"--set src.reconnect.bogus=1: unknown parameter"):
         apply_overrides(spec, ["src.reconnect.bogus=1"])
+
+
+def test_an_unknown_nested_key_lists_the_keys_valid_there() -> None:
+    """The keys of the mapping the unknown one is in, as the YAML spells them (not the stage's)."""
+    spec = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines.yaml", "people_counting", check_files=False)
+    with pytest.raises(ConfigError, match=r"unknown parameter 'reconnect.bogus'; "
+                                          r"valid: initial_s, max_s, jitter, max_attempts$"):
+        apply_overrides(spec, ["decode.reconnect.bogus=1"])
+    with pytest.raises(ConfigError, match=r"unknown parameter 'zones.z.colour'; valid: points, labels$"):
+        apply_overrides(spec, ["counting.zones={z: {points: [[0, 0], [1, 0], [1, 1]], colour: red}}"])
+    with pytest.raises(ConfigError, match=r"valid: path, .*\bschema, "):  # the alias, not the field's name
+        apply_overrides(spec, ["metadata.ghost=1"])
 
 
 def test_graph_renders_in_all_formats() -> None:

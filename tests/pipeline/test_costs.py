@@ -196,3 +196,22 @@ def test_cameras_streams_and_real_time_files_count_as_paced() -> None:
     assert not _paced(graph, SCENE, None)
     assert _paced(graph, SCENE, {"decode": {"realtime": True}})
     assert _paced(graph, "rtsp://127.0.0.1:8554/cam", None)
+
+
+def test_a_camera_that_is_down_does_not_hold_up_the_plan(tmp_path: Path) -> None:
+    """A stream is not read to measure the host work before the run connects: a camera that
+    refuses connections would be retried forever, out of reach of Ctrl-C."""
+    import socket
+    import threading
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    graph = _graph("persons")
+    plans: list = []
+    worker = threading.Thread(target=lambda: plans.append(threads.plan_for_graph(
+        graph, [f"rtsp://127.0.0.1:{port}/cam"], cores=2, costs=CostCache(tmp_path / "c.json"))), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "planning kept retrying a camera that is down"
+    assert plans[0].decode_origin == "assumed" and plans[0].host_origin == "assumed"

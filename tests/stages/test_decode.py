@@ -57,3 +57,13 @@ def test_synthetic_scene_starts_at_the_frame_asked() -> None:
     part = frames(uri, start_frame=7)
     assert [s for s, _, _ in part] == list(range(7, 12))
     assert all(np.array_equal(a[1], b[1]) and a[2] == b[2] for a, b in zip(part, whole[7:]))
+
+
+def test_a_url_of_a_protocol_ffmpeg_lacks_names_the_valid_schemes() -> None:
+    from stages.sources import SourceError
+
+    source = Decode(uri="foo://camera/1")
+    with pytest.raises(SourceError, match=r"^cannot open source foo://camera/1: Protocol not found; "
+                                          r"valid: rtsp://, .*http://, .*file://, testsrc://$"):
+        source.open()
+    source.close()

@@ -417,3 +417,14 @@ def test_container_options_make_an_mp4_that_survives_a_killed_process(tmp_path: 
     # fragments of at most 0.2 s (5 frames) are written as they fill: all but the last ones play
     assert 40 <= len(frames) <= 50
     assert abs(float(frames[-1].mean()) - 4 * (len(frames) - 1)) < 6  # the frames kept are the first ones
+
+
+def test_a_file_that_cannot_be_written_fails_at_the_first_frame(tmp_path: Path) -> None:
+    """FFmpeg opens the file only when the first packet is muxed (after the encoder's delay,
+    or at close): the stage fails on the first frame instead, naming the file."""
+    (tmp_path / "cam.mp4").mkdir()  # a directory in the way of the file
+    stage = make_stage(tmp_path, source="cam", path="{output}/cam.mp4")
+    with pytest.raises(StageError, match=r"cannot write .*cam\.mp4: Is a directory"):
+        with stage:
+            stage(synthetic(0, pts=0))
+    assert (tmp_path / "cam.mp4").is_dir()

@@ -100,7 +100,8 @@ pipelines:
     assert counts["faces"]["frames_passed"] == 90 - counts["faces"]["frames_inferred"]
 
 
-@pytest.mark.parametrize("field, value", [("threshold", 0), ("alpha", 0), ("refresh_s", 0), ("height", 8)])
+@pytest.mark.parametrize("field, value", [("threshold", 0), ("alpha", 0), ("refresh_s", 0), ("height", 8),
+                                          ("blur", 4)])
 def test_bad_parameters_are_rejected(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
         Motion(**{field: value})

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import apply_overrides, parse_config
+from pipeline.config import parse_config
+from pipeline.overrides import apply_overrides
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
 from tests.bench.intervals import PIPELINES  # faces (with face mesh) and persons, each with track and metadata

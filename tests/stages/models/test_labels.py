@@ -45,3 +45,13 @@ def test_a_labels_file_with_the_wrong_count_names_both_numbers(tmp_path: Path) -
     (tmp_path / "two.txt").write_text("a\nb\n")
     with pytest.raises(LabelsError, match=r"labels file .*two.txt has 2 names but model .*m.xml has 3 classes"):
         detect(path, labels=str(tmp_path / "two.txt"))
+
+
+def test_a_class_id_the_model_does_not_have_names_the_valid_range(tmp_path: Path) -> None:
+    """An id beyond the model's classes would silently keep nothing on every frame."""
+    assert class_ids_for([2, "#0"], None, "classes", count=3) == [2, 0]
+    with pytest.raises(LabelsError, match=r"classes: class id 7 is out of range; valid: 0\.\.2"):
+        class_ids_for(["#7"], ["a", "b", "c"], "classes", count=3)
+    path = constant_model(tmp_path / "m.xml", {"o": yolo_head([[32, 32, 8, 8]], [[0.9, 0, 0]], 84)})
+    with pytest.raises(LabelsError, match=r"class id 500 is out of range; valid: 0\.\.2 \(the model has 3 classes\)"):
+        detect(path, classes=[500])
