@@ -46,7 +46,8 @@ SCHEMAS = ("vapipe", "dlstreamer")
 
 def vapipe_record(frame: Frame, include_landmarks: bool = False) -> dict[str, Any]:
     """The frame's record, with the fields stages added (``frame.attrs[(stage, RECORD)]``, e.g.
-    a zones stage's ``"occupancy"``; the fixed fields win)."""
+    a zones stage's ``"occupancy"``; the fixed fields win; a mapping two stages add, as two zones
+    stages' occupancy, holds the keys of both, the first stage's on a clash)."""
     rec = {
         "source": frame.source_id,
         "seq": int(frame.seq),
@@ -57,8 +58,14 @@ def vapipe_record(frame: Frame, include_landmarks: bool = False) -> dict[str, An
     }
     for fields in attr_values(frame, RECORD):
         for key, value in fields.items():
-            rec.setdefault(key, value)
+            if isinstance(value, dict) and isinstance(rec.get(key), dict) and key not in _FIXED:
+                rec[key] = {**value, **rec[key]}
+            else:
+                rec.setdefault(key, value)
     return rec
+
+
+_FIXED = ("source", "seq", "pts_time", "width", "height", "objects")
 
 
 def frame_events(schema: str, frame: Frame, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:

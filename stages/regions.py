@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["ANCHORS", "Anchor", "anchors", "cross_sides", "inside_polygon", "segments_cross", "box_touches_segment",
-           "self_intersection"]
+__all__ = ["ANCHORS", "Anchor", "anchors", "cross_sides", "signed_distance", "inside_polygon", "segments_cross",
+           "box_touches_segment", "self_intersection"]
 
 Anchor = Literal["bottom_center", "center", "top_center", "bottom_left", "bottom_right"]
 #: where on its box an object is: fraction of the box width and height from its top-left corner
@@ -27,18 +27,25 @@ def anchors(boxes: np.ndarray, anchor: str) -> np.ndarray:
     return np.stack([b[:, 0] + fx * (b[:, 2] - b[:, 0]), b[:, 1] + fy * (b[:, 3] - b[:, 1])], axis=1)
 
 
-def cross_sides(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,) sign of the cross product (b - a) x (p - a): +1 for points on the right of the
-    directed line a -> b as seen on screen (y down), -1 on its left, 0 on it."""
+def signed_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) distance of points from the line through a and b, positive on the right of the
+    directed line a -> b as seen on screen (y down), negative on its left (a != b)."""
     p = np.asarray(points, np.float64).reshape(-1, 2)
     d = np.asarray(b, np.float64) - np.asarray(a, np.float64)
     q = p - np.asarray(a, np.float64)
-    return np.sign(d[0] * q[:, 1] - d[1] * q[:, 0]).astype(np.int64)
+    return (d[0] * q[:, 1] - d[1] * q[:, 0]) / np.hypot(d[0], d[1])
 
 
-def inside_polygon(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
-    """(N,) bool: points strictly inside the polygon (even-odd rule; points on an edge may go
-    either way)."""
+def cross_sides(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) +1 for points on the right of the directed line a -> b as seen on screen (y down),
+    -1 on its left, 0 on it."""
+    return np.sign(signed_distance(points, a, b)).astype(np.int64)
+
+
+def inside_polygon(points: np.ndarray, polygon: np.ndarray, tolerance: float = 1e-6) -> np.ndarray:
+    """(N,) bool: points inside the polygon or on its boundary (within ``tolerance`` pixels;
+    even-odd rule inside).  An edge counts as inside so that a zone drawn to the frame's edge
+    holds the anchors of boxes clipped to that edge."""
     p = np.asarray(points, np.float64).reshape(-1, 2)
     v = np.asarray(polygon, np.float64).reshape(-1, 2)
     x, y = p[:, :1], p[:, 1:]
@@ -47,7 +54,13 @@ def inside_polygon(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
     spans = (y1 > y) != (y2 > y)
     with np.errstate(divide="ignore", invalid="ignore"):
         x_cross = x1 + (y - y1) * (x2 - x1) / (y2 - y1)
-    return ((spans & (x < x_cross)).sum(axis=1) % 2).astype(bool)
+    inside = (spans & (x < x_cross)).sum(axis=1) % 2 == 1
+    # on an edge: the nearest point of some edge is within the tolerance
+    ex, ey = x2 - x1, y2 - y1
+    length2 = np.maximum(ex * ex + ey * ey, 1e-12)
+    t = np.clip(((x - x1) * ex + (y - y1) * ey) / length2, 0.0, 1.0)
+    near = np.hypot(x1 + t * ex - x, y1 + t * ey - y) <= tolerance
+    return inside | near.any(axis=1)
 
 
 def _orient(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:

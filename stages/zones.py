@@ -2,20 +2,26 @@
 
 An object is where its *anchor* is (``anchor``, default the bottom centre of
 its box).  Only tracked objects (``track_id`` set) of a zone's or line's
-``labels`` (all when unset) count.
+``labels`` (all when unset) count.  An object's label here is the one its track
+has had most often so far (the first of them on a tie): detectors' labels flicker
+on one object, and a count, a filter and an exit must not follow every flicker.
 
-* **Zones** (polygons): an object enters after its anchor has been inside for
-  ``inertia`` frames in a row and exits after ``inertia`` frames outside
-  (hysteresis), or when its track ends.  Occupancy per label is in every
-  frame's record (``"occupancy": {zone: {label: n}}``); each object in a zone
-  carries ``attributes["zones"] = {zone: seconds inside}`` (dwell time, from
-  the first frame of the run that made it enter).
+* **Zones** (polygons; an anchor on the edge is inside): an object enters after
+  its anchor has been inside for ``inertia`` frames in a row and exits after
+  ``inertia`` frames outside (hysteresis), when it has been missing for
+  ``inertia`` frames after its box last touched the frame's edge (it left the
+  picture), or when its track ends.  Occupancy per label (the label it entered
+  with) is in every frame's record (``"occupancy": {zone: {label: n}}``); each
+  object in a zone carries ``attributes["zones"] = {zone: seconds inside}``
+  (dwell time, from the first frame of the run that made it enter).
 * **Lines** (directed segments A -> B): a crossing is counted once when the
-  anchor has moved to the other side of the line and stayed there for
-  ``min_frames`` frames, and its way from the last position on the old side
-  to the first on the new side passes through the segment (not beyond its
-  ends).  Frames where the object's box touches the segment do not count as
-  either side, and going back before ``min_frames`` counts nothing (jitter).
+  object has moved to the other side of the line and stayed there for
+  ``min_frames`` frames, and its anchor's way from the last position on the old
+  side to the first on the new side passes through the segment (not beyond its
+  ends).  The side is the anchor's, and an anchor within ``margin`` of the line
+  counts for neither (``trigger: anchor``); with ``trigger: box`` the whole box
+  must be on one side, and frames where it touches the segment count for
+  neither.  Going back before ``min_frames`` counts nothing (jitter).
   Direction ``in``: from the left of A -> B to its right as seen on screen
   (y down); ``out`` the other way.
 
@@ -43,11 +49,13 @@ from pipeline.stage import Stage
 
 from .annotate import Shape
 from .regions import Anchor, anchors, box_touches_segment, cross_sides, inside_polygon, segments_cross, \
-    self_intersection
+    self_intersection, signed_distance
 
 __all__ = ["Zones", "ZoneSpec", "LineSpec"]
 
 DEFAULT_FPS = 25.0
+#: a box within this share of the frame's width (height) of its edge touches the edge
+EDGE = 0.01
 ZONE_COLOR = (0, 215, 255)   # BGR
 LINE_COLOR = (255, 255, 0)
 
@@ -105,7 +113,9 @@ class _ZoneState:
     run_start: float = 0.0
     since: float = 0.0                # time of entering (first frame of the run)
     last_seen: float = 0.0
-    label: str = ""
+    label: str = ""                   # while inside: the label it entered with
+    at_edge: bool = False             # its box touched the frame's edge when last seen
+    missing: int = 0                  # frames in a row it has not been seen
 
 
 class Zones(Stage):
@@ -120,6 +130,10 @@ class Zones(Stage):
         inertia: int = Field(3, ge=1, description="frames in a row inside (outside) before an object enters "
                              "(exits) a zone")
         min_frames: int = Field(2, ge=1, description="frames in a row on the new side before a crossing counts")
+        trigger: Literal["anchor", "box"] = Field("anchor", description="what puts an object on a side of a line: "
+                                                  "its anchor (outside the margin), or its whole box")
+        margin: float = Field(0.015, ge=0, description="anchors this close to a line count for neither side "
+                              "(trigger: anchor): a fraction of the frame's diagonal, or pixels with units: px")
         draw: bool = Field(True, description="draw zones, lines and live counts in the video")
 
         @model_validator(mode="after")
@@ -193,36 +207,69 @@ class _Source:
         self.line_states: dict[tuple[str, int], _LineState] = {}
         self.zone_counts: dict[tuple[str, str, str], int] = {}
         self.line_counts: dict[tuple[str, str, str], int] = {}
+        self.label_counts: dict[int, dict[str, int]] = {}   # per track: frames seen with each label
+        self.size = (float(width), float(height))
+        diagonal = float(np.hypot(width, height))
+        self.margin = params.margin * diagonal if params.units == "fraction" else params.margin
 
     def update(self, frame: Frame, t: float) -> list[dict[str, Any]]:
         dets = frame.detections
         events: list[dict[str, Any]] = []
         tracked = np.flatnonzero(dets.track_id >= 0)
-        if not len(tracked):
-            return events
-        points = anchors(dets.xyxy[tracked], self.params.anchor)
-        labels = [str(dets.label[i]) for i in tracked]
+        ids = [int(dets.track_id[i]) for i in tracked]
+        labels = [self._track_label(tid, str(dets.label[i])) for tid, i in zip(ids, tracked)]
+        boxes = dets.xyxy[tracked].reshape(-1, 4).astype(np.float64)
+        points = anchors(boxes, self.params.anchor)
+        w, h = self.size
+        mx, my = max(EDGE * w, 2.0), max(EDGE * h, 2.0)  # detectors cut boxes off a few pixels short
+        at_edge = (boxes[:, 0] <= mx) | (boxes[:, 1] <= my) | (boxes[:, 2] >= w - mx) | (boxes[:, 3] >= h - my)
         for name, polygon in self.zones.items():
             wanted = self.params.zones[name].labels
             inside = inside_polygon(points, polygon)
-            for k, i in enumerate(tracked):
-                if wanted is None or labels[k] in wanted:
-                    events += self._zone_step(name, int(dets.track_id[i]), labels[k], bool(inside[k]), frame, t,
-                                              dets.attributes[i])
+            for k, tid in enumerate(ids):
+                counts = wanted is None or labels[k] in wanted
+                if counts or (name, tid) in self.zone_states:  # a label no longer wanted: outside
+                    events += self._zone_step(name, tid, labels[k], counts and bool(inside[k]), bool(at_edge[k]),
+                                              frame, t, dets.attributes[tracked[k]])
+            events += self._left_the_picture(name, set(ids), frame)
         for name, (a, b) in self.lines.items():
             wanted = self.params.lines[name].labels
-            sides = cross_sides(points, a, b)
-            for k, i in enumerate(tracked):
+            if self.params.trigger == "anchor":
+                distance = signed_distance(points, a, b)
+                sides = np.where(np.abs(distance) < self.margin, 0, np.sign(distance)).astype(np.int64)
+            else:
+                sides = cross_sides(points, a, b)
+                sides[[box_touches_segment(box, a, b) for box in boxes]] = 0
+            for k, tid in enumerate(ids):
                 if wanted is None or labels[k] in wanted:
-                    touching = box_touches_segment(dets.xyxy[i], a, b)
-                    events += self._line_step(name, int(dets.track_id[i]), labels[k], 0 if touching else
-                                              int(sides[k]), points[k], frame)
+                    events += self._line_step(name, tid, labels[k], int(sides[k]), points[k], frame)
         return events
 
-    def _zone_step(self, name: str, tid: int, label: str, raw: bool, frame: Frame, t: float,
+    def _track_label(self, tid: int, label: str) -> str:
+        """The label track ``tid`` has had most often so far, counting this frame's ``label``."""
+        counts = self.label_counts.setdefault(tid, {})
+        counts[label] = counts.get(label, 0) + 1
+        return max(counts, key=counts.__getitem__)
+
+    def _left_the_picture(self, name: str, present: set[int], frame: Frame) -> list[dict[str, Any]]:
+        """Exits of objects inside zone ``name`` missing for ``inertia`` frames since their box last
+        touched the frame's edge."""
+        events = []
+        for (zone, tid), st in self.zone_states.items():
+            if zone != name or tid in present or not st.inside:
+                continue
+            st.missing += 1
+            if st.at_edge and st.missing >= self.params.inertia:
+                st.inside, st.run = False, 0
+                events.append(self._event("zone_exit", "zone", name, tid, st.label, frame))
+        return events
+
+    def _zone_step(self, name: str, tid: int, label: str, raw: bool, at_edge: bool, frame: Frame, t: float,
                    attributes: dict[str, Any]) -> list[dict[str, Any]]:
         st = self.zone_states.setdefault((name, tid), _ZoneState())
-        st.last_seen, st.label = t, label
+        st.last_seen, st.at_edge, st.missing = t, at_edge, 0
+        if not st.inside:
+            st.label = label
         events = []
         if raw == st.inside:
             st.run = 0
@@ -234,7 +281,7 @@ class _Source:
                 st.inside, st.run = raw, 0
                 if raw:
                     st.since = st.run_start
-                events.append(self._event("zone_enter" if raw else "zone_exit", "zone", name, tid, label, frame))
+                events.append(self._event("zone_enter" if raw else "zone_exit", "zone", name, tid, st.label, frame))
         if st.inside:
             attributes.setdefault("zones", {})[name] = round(t - st.since, 3)
         return events
@@ -242,7 +289,7 @@ class _Source:
     def _line_step(self, name: str, tid: int, label: str, side: int, point: np.ndarray,
                    frame: Frame) -> list[dict[str, Any]]:
         st = self.line_states.setdefault((name, tid), _LineState())
-        if side == 0:  # box on the line: neither side
+        if side == 0:  # on the line: neither side
             return []
         if st.side == 0 or side == st.side:
             st.side, st.last, st.pending = side, point.copy(), 0
@@ -269,6 +316,8 @@ class _Source:
                 events.append(self._event("zone_exit", "zone", name, tid, st.label, frame))
         for key in [k for k in self.line_states if k[1] in gone]:
             del self.line_states[key]
+        for tid in gone:
+            self.label_counts.pop(tid, None)
         return events
 
     def _event(self, kind: str, what: str, name: str, tid: int, label: str, frame: Frame,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.frame import Detections, Frame
+from pipeline.frame import RECORD, Detections, Frame
 from stages.metadata import Metadata
-from stages.records import dlstreamer_record
+from stages.records import dlstreamer_record, vapipe_record
 
 
 @dataclass(slots=True)
@@ -78,3 +78,12 @@ def test_sinks_writing_one_path_share_it(tmp_path: Path) -> None:
     sinks[1].close()
     records = json.loads(path.read_text())
     assert len(records) == 100 and {r["source"] for r in records} == {"a", "b"}
+
+
+def test_fields_of_several_stages_are_merged_and_the_fixed_ones_win() -> None:
+    f = Frame.from_image(np.zeros((40, 60, 3), np.uint8), "cam", 3)
+    f.attrs[("doors", RECORD)] = {"occupancy": {"hall": {"person": 1}}, "seq": 99}
+    f.attrs[("desks", RECORD)] = {"occupancy": {"desk": {"person": 2}, "hall": {"cat": 5}}, "note": "x"}
+    rec = vapipe_record(f)
+    assert rec["seq"] == 3 and rec["note"] == "x"
+    assert rec["occupancy"] == {"hall": {"person": 1}, "desk": {"person": 2}}  # the first stage's on a clash

@@ -58,9 +58,9 @@ def test_a_crossing_counts_once_in_its_direction_with_the_exact_event_fields() -
     assert crossings(events) == [(7, "in")]
     e = events[0]
     assert list(e) == ["event", "line", "track_id", "label", "direction", "source", "seq", "pts_time"]
-    # the 30 px box touches the line for anchors at y = 150..180; clear below from y = 190 (frame 9):
-    # the second frame there (y = 200, frame 10) counts
-    assert (e["label"], e["source"], e["seq"], e["pts_time"]) == ("person", "cam", 10, 1.0)
+    # anchors within 7.5 px of the line (0.015 of the 500 px diagonal) count for neither side; from
+    # y = 160 (frame 6) the anchor is on the far side: the second frame there (y = 170, frame 7) counts
+    assert (e["label"], e["source"], e["seq"], e["pts_time"]) == ("person", "cam", 7, 0.7)
     assert z.counters()["lines"] == {"door": {"in": {"person": 1}, "out": {}}}
 
 
@@ -76,11 +76,38 @@ def test_jitter_on_the_line_never_double_counts() -> None:
     assert crossings(events) == [(1, "in")]
 
 
-def test_frames_where_the_box_straddles_the_line_do_not_count() -> None:
+def test_with_trigger_box_frames_where_the_box_straddles_the_line_do_not_count() -> None:
     # a tall box whose anchor dips below the line but whose top stays above it: never clear of the line
     tall = [[190, 120, 210, y] for y in (140, 155, 160, 165, 170, 175, 180)]
-    with Zones(lines=LINE, min_frames=2) as z:
+    with Zones(lines=LINE, min_frames=2, trigger="box") as z:
         events, _ = run(z, {1: tall})
+    assert crossings(events) == []
+    with Zones(lines=LINE, min_frames=2, trigger="box") as z:  # clear of the line on both sides: counts
+        events, _ = run(z, {1: path([(200, y) for y in range(100, 220, 10)])})
+    assert [(e["track_id"], e["seq"]) for e in events] == [(1, 10)]  # clear below from y = 190 (frame 9)
+
+
+def test_an_object_larger_than_its_way_past_the_line_is_counted_by_its_anchor() -> None:
+    # people seen close up: boxes 200 px tall, never clear of the line; their feet cross it
+    big = [[190, y - 200, 210, y] for y in range(110, 300, 15)]
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: big})
+    assert crossings(events) == [(1, "in")]
+    with Zones(lines=LINE, min_frames=2, trigger="box") as z:
+        events, _ = run(z, {1: big})
+    assert crossings(events) == []
+
+
+def test_anchors_within_the_margin_count_for_neither_side() -> None:
+    wobble = [100, 120] + [144, 156, 145, 155] * 4 + [120, 100]  # standing on the line, +-6 px
+    with Zones(lines=LINE, min_frames=1) as z:  # margin 0.015 of the diagonal: 7.5 px
+        events, _ = run(z, {1: path([(200, y) for y in wobble])})
+    assert crossings(events) == []
+    with Zones(lines=LINE, min_frames=1, margin=0.0) as z:
+        events, _ = run(z, {1: path([(200, y) for y in wobble])})
+    assert len(crossings(events)) >= 8  # without a margin, every step across counts
+    with Zones(lines={"door": {"points": [[100, 150], [300, 150]]}}, units="px", margin=7, min_frames=1) as z:
+        events, _ = run(z, {1: path([(200, y) for y in wobble])})
     assert crossings(events) == []
 
 
@@ -143,6 +170,39 @@ def test_zone_enter_and_exit_after_inertia_with_occupancy_and_dwell() -> None:
     dwell = [a["zones"]["room"] for a in frames[12].detections.attributes if "zones" in a]
     assert dwell == [pytest.approx(0.6)]
     assert z.counters()["zones"]["room"] == {"enter": {"cat": 1, "person": 1}, "exit": {"person": 1}}
+
+
+def test_an_anchor_on_the_frames_edge_is_inside_a_zone_drawn_to_the_edge() -> None:
+    frame = {"all": {"points": [[0, 0], [1, 0], [1, 1], [0, 1]]}}
+    with Zones(zones=frame, inertia=1) as z:  # boxes clipped to the frame: the bottom centre is at y = H
+        events, _ = run(z, {1: path([(200, H)] * 3)})
+    assert [e["event"] for e in events] == ["zone_enter"]
+
+
+def test_an_object_that_leaves_the_picture_exits_before_its_track_ends() -> None:
+    right = {"right": {"points": [[0.5, 0], [1, 0], [1, 1], [0.5, 1]]}}
+    leaving = path([(x, 200) for x in range(300, 400, 20)]) + [[380, 170, 400, 200]] + [None] * 6
+    hidden = path([(300, 200)] * 6) + [None] * 6  # occluded in the middle of the picture
+    with Zones(zones=right, inertia=3) as z:
+        events, _ = run(z, {1: leaving, 2: hidden})
+    # 1 enters at frame 2, is last seen touching the right edge at frame 5 and missing from frame 6
+    assert [(e["event"], e["track_id"], e["seq"]) for e in events] == [
+        ("zone_enter", 1, 2), ("zone_enter", 2, 2), ("zone_exit", 1, 8)]
+
+
+def test_counts_follow_the_label_a_track_has_had_most_often() -> None:
+    flicker = ["cell phone", "car", "cell phone", "cell phone", "suitcase", "cell phone", "car", "cell phone"]
+    zone = {"room": {"points": [[0.25, 0.25], [0.75, 0.25], [0.75, 0.75], [0.25, 0.75]]}}
+    cars = {"cars": {"points": zone["room"]["points"], "labels": ["car"]}}
+    with Zones(zones={**zone, **cars}, inertia=1) as z:
+        for s, label in enumerate(flicker + ["car"] * 2):
+            f = Frame.from_image(IMAGE, "cam", s)
+            y = 150 if s < 8 else 290  # inside for 8 frames, then out
+            f.detections = Detections(xyxy=[box_at(200, y)], score=[0.9], label=[label], track_id=[1])
+            z(f)
+    counts = z.counters()["zones"]
+    assert counts["room"] == {"enter": {"cell phone": 1}, "exit": {"cell phone": 1}}
+    assert counts["cars"] == {"enter": {}, "exit": {}}  # never mostly a car
 
 
 def test_a_track_that_ends_inside_a_zone_exits() -> None:
