@@ -118,8 +118,12 @@ def plan_for_graph(graph: Any, sources: int | Sequence[str] = 1, cores: int | No
                         host_ms=measured.host_ms, decode_origin=measured.decode_origin, encoders=measured.encoders,
                         host_origin=measured.host_origin, paced=measured.paced)
     plan.host_key = measured.host_key
+    plan.notes = [*plan.notes, *(f"{COST_ASSUMED}{failure}" for failure in measured.failures)]
     return plan
 
+
+#: the start of a plan note for a cost that could not be measured (the note names what and why)
+COST_ASSUMED = "cost assumed, not measured: "
 
 
 def plan_overrides(plan: ThreadPlan, graph: Any,

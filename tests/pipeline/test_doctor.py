@@ -90,3 +90,12 @@ def test_shows_how_the_last_run_went_and_its_re_plan(tmp_path: Path, monkeypatch
     assert res.returncode == 0, res.stderr
     assert "  last run: ok: 97% of 2 cores busy" in res.stdout
     assert "  last run re-planned at 5.02 s: {'person_detect': {'NUM_STREAMS': 2}}" in res.stdout, res.stdout
+
+
+def test_a_source_that_cannot_be_read_is_named_in_the_plan(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.mp4"
+    res = doctor("--pipeline", "persons", "--source", str(missing))
+    assert res.returncode == 0, res.stderr
+    notes = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("note: cost assumed")]
+    assert notes and all(str(missing) in n for n in notes), res.stdout
+    assert any(n.startswith(f"note: cost assumed, not measured: source {missing}: source not found") for n in notes)
