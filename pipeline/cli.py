@@ -252,7 +252,9 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
 
     if args.cores is not None and args.cores < 1:
         raise CliError(f"--cores must be >= 1, got {args.cores}")
-    info = collect(args.pipeline, args.cores, args.source or max(1, args.sources), config_path)
+    if args.sources < 1:
+        raise CliError(f"--sources must be >= 1, got {args.sources}")
+    info = collect(args.pipeline, args.cores, args.source or args.sources, config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
     return EXIT_OK
 

@@ -99,3 +99,11 @@ def test_a_source_that_cannot_be_read_is_named_in_the_plan(tmp_path: Path) -> No
     notes = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("note: cost assumed")]
     assert notes and all(str(missing) in n for n in notes), res.stdout
     assert any(n.startswith(f"note: cost assumed, not measured: source {missing}: source not found") for n in notes)
+
+
+def test_counts_below_one_are_refused_in_one_line() -> None:
+    for args, text in ((("--sources", "0"), "--sources must be >= 1, got 0"), (("--cores", "-3"), "--cores must be >= 1")):
+        res = doctor(*args)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr.strip().startswith("vapipe: error:") and text in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
