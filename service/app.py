@@ -10,6 +10,7 @@ this instance (live pictures of cameras on a cluster).
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -120,12 +121,17 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     app = FastAPI(title="vapipe", version="1", description="Video analytics pipelines as a service: DL Streamer "
                   "Pipeline Server's REST API, sources at run time, metrics and a live view.")
     registry = make_registry(manager)
+    app.state.closing = threading.Event()  # set when the server shuts down: live views end
 
     # errors ---------------------------------------------------------------------------------------
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body",))
+        if err.get("type") == "json_invalid":
+            at = next((p for p in err.get("loc", ()) if isinstance(p, int)), None)
+            where = f" at character {at}" if at is not None else ""
+            return _error(422, f"request body: malformed JSON{where} ({err.get('ctx', {}).get('error', 'invalid')})")
+        loc = ".".join(str(p) for p in _field_path(tuple(err.get("loc", ()))))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         if not loc:
             return _error(422, f"request body: {msg} (send JSON with Content-Type: application/json)")
@@ -263,7 +269,7 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         async def parts() -> Any:
             version = -1
             try:
-                while not await request.is_disconnected():
+                while not app.state.closing.is_set() and not await request.is_disconnected():
                     pic = await watch.next(version, 0.5)
                     if pic is None:
                         if inst.handle is None or inst.handle.finished():
@@ -282,6 +288,23 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     app.add_middleware(TokenAuth, guard=guard)
     return app
+
+
+#: tags of the request's discriminated unions, which pydantic puts in an error's location
+_UNION_TAGS: dict[str, tuple[str, ...]] = {"source": ("uri", "webcam"), "metadata": ("file", "mqtt")}
+
+
+def _field_path(loc: tuple[Any, ...]) -> list[Any]:
+    """An error location as the client names the field: no ``body``, no union tag
+    (``source.uri.uri`` is ``source.uri``)."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        if part == "body" and i == 0:
+            continue
+        if out and i + 1 < len(loc) and part in _UNION_TAGS.get(str(out[-1]), ()):
+            continue
+        out.append(part)
+    return out
 
 
 def _checked_source(guard: Guard, uri: str, field: str) -> str:

@@ -11,6 +11,7 @@ stages (or adds one), ``mqtt`` adds an ``mqtt`` stage.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ class Catalog:
         try:
             validate_pipeline(spec, "request", check_files=True)
         except ConfigError as exc:
-            raise ValueError(str(exc).replace("request:0: ", "").replace("request:", "")) from None
+            raise ValueError(_request_error(str(exc), spec, parameters or {})) from None
         return spec
 
     def _set_parameter(self, spec: PipelineSpec, key: str, value: Any) -> None:
@@ -168,6 +169,26 @@ class Catalog:
             spec.stages.append(StageSpec(name="destination_mqtt", type="mqtt", params=params, inputs=[last]))
         else:
             raise ValueError(f"destination.metadata.type {kind!r} is not supported; valid: file, mqtt")
+
+
+_STAGE_ERROR = re.compile(r"^request:\d+: pipeline '[^']*' stage '([^']*)': parameter '([^']*)': (.*)$")
+
+
+def _request_error(text: str, spec: PipelineSpec, parameters: dict[str, Any]) -> str:
+    """A pipeline check's error as the request's field: ``parameters.KEY: ...`` for a parameter the
+    request set, ``destination.metadata.PARAM: ...`` for the destination's stage, else the message
+    without the check's file position."""
+    match = _STAGE_ERROR.match(text)
+    if match is None:
+        return re.sub(r"^request:\d+: ", "", text)
+    stage, param, message = match.groups()
+    for key in parameters:
+        target = spec.parameters.get(str(key), str(key)).split(".")
+        if target[:2] == [stage, param]:
+            return f"parameters.{key}: {message}"
+    if stage.startswith("destination"):
+        return f"destination.metadata.{param}: {message}"
+    return f"stage {stage!r} parameter {param!r}: {message}"
 
 
 def _is_path_param(name: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import logging
 import signal
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["main", "build_parser", "serve_app"]
+__all__ = ["main", "build_parser", "build_server", "serve_app"]
 
 log = logging.getLogger("vapipe.serve")
 
@@ -110,6 +111,20 @@ def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastA
     return create_app(catalog, manager, guard), manager
 
 
+def build_server(app: Any, host: str, port: int) -> Any:
+    """A uvicorn server for ``app`` whose exit (SIGINT, SIGTERM) first ends the open live views, so that
+    shutdown does not wait for viewers to leave."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.state.closing.set()
+            super().handle_exit(sig, frame)
+
+    return Server(uvicorn.Config(app, host=host, port=port, access_log=False, log_level="warning",
+                                 timeout_graceful_shutdown=5))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
@@ -118,9 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())  # passwords in camera URLs never reach a log
-    try:
-        import uvicorn
-    except ImportError:
+    if importlib.util.find_spec("uvicorn") is None:  # used by build_server
         print("vapipe: error: vapipe serve needs the serve extra: pip install 'vapipe[serve]'", file=sys.stderr)
         return 2
     try:
@@ -131,9 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"vapipe: error: {text}", file=sys.stderr)
         return 2
-    config = uvicorn.Config(app, host=args.host, port=args.port, access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = build_server(app, args.host, args.port)
     where = f"; cameras on the Ray cluster {args.cluster}" if args.cluster else ""
     print(f"vapipe serve: http://{args.host}:{args.port}/ (API docs at /docs){where}", file=sys.stderr, flush=True)
     try:

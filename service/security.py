@@ -91,7 +91,10 @@ class Guard:
             return uri
         if "://" not in uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri):
             return str(self.allowed_path(uri, what))
-        parts = urlsplit(uri)
+        try:
+            parts = urlsplit(uri)
+        except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+            raise ValueError(f"{what} {redact(uri)!r}: {exc}; expected SCHEME://HOST[:PORT]/PATH") from None
         scheme = parts.scheme.lower()
         if scheme == "file":
             if parts.netloc not in ("", "localhost"):
@@ -102,6 +105,10 @@ class Guard:
         if scheme in STREAM_SCHEMES:
             if not parts.hostname:
                 raise ValueError(f"{what} {redact(uri)!r}: no host")
+            try:
+                parts.port
+            except ValueError:
+                raise ValueError(f"{what} {redact(uri)!r}: the port must be a number 1-65535") from None
             return uri
         raise Forbidden(f"{what} {redact(uri)!r}: scheme {scheme + ':'!r} not allowed; valid: file://, "
                         f"{', '.join(s + '://' for s in STREAM_SCHEMES)}, testsrc://, /dev/videoN")

@@ -161,6 +161,7 @@ class Publisher:
         self._cond = threading.Condition()
         self._connected = False
         self._closing = False
+        self._reached = False  # connected once, or the failure to connect was logged
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True)
         client.will_set(availability, b"offline", qos=1, retain=True)
         client.reconnect_delay_set(min_delay=params.reconnect_min_s,  # type: ignore[arg-type] - floats work
@@ -168,6 +169,7 @@ class Publisher:
         client.max_inflight_messages_set(20)
         client.max_queued_messages_set(100)
         client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         self.client = client
@@ -193,10 +195,18 @@ class Publisher:
         info = client.publish(self.availability, b"online", qos=1, retain=True)
         with self._cond:
             self._own_mids.add(info.mid)  # acknowledged later on this thread: not a record
-            self._connected = True
+            self._connected = self._reached = True
             self.connects += 1
             self._cond.notify_all()
         log.info("MQTT connected to %s:%d", self.host, self.port)
+
+    def _on_connect_fail(self, _client: Any, _userdata: Any) -> None:
+        """The first connection attempt that fails is logged (later ones retry quietly)."""
+        with self._cond:
+            first, self._reached = not self._reached, True
+        if first and not self._closing:
+            log.warning("MQTT broker %s:%d cannot be reached; retrying with backoff (up to %d messages wait)",
+                        self.host, self.port, self.bound)
 
     def _on_disconnect(self, _client: Any, _userdata: Any, _flags: Any, reason_code: Any, _props: Any) -> None:
         with self._cond:

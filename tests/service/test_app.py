@@ -133,3 +133,27 @@ def test_sources_added_and_removed_while_running(client, tmp_path: Path) -> None
     assert again not in (first, sid)  # ids are never reused within an instance
     client.delete(f"/pipelines/{iid}")
     assert client.post(f"/pipelines/{iid}/sources", json={"uri": SCENE}).status_code == 409
+
+
+def test_malformed_bodies_and_uris_name_the_field(client, tmp_path: Path) -> None:
+    def detail(r, status: int) -> str:
+        assert r.status_code == status, r.text
+        return r.json()["detail"]
+
+    broken = client.post("/pipelines/scene/1", content=b'{"source": {"uri": "x"', headers={"Content-Type":
+                                                                                         "application/json"})
+    assert detail(broken, 422).startswith("request body: malformed JSON at character 22")
+    typed = client.post("/pipelines/scene/1", json={"source": {"uri": 5, "type": "uri"}})
+    assert detail(typed, 422) == "source.uri: Input should be a valid string"
+    topic = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
+        "metadata": {"type": "mqtt", "host": "h:1", "topic": 5}}})
+    assert detail(topic, 422).startswith("destination.metadata.topic: ")
+    for params, field in (({"decode.fps": -3}, "parameters.decode.fps: "), ({"rate": "fast"}, "parameters.rate: ")):
+        r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "parameters": params})
+        assert detail(r, 400).startswith(field) and "request:" not in r.json()["detail"], r.json()
+    host = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
+        "metadata": {"type": "mqtt", "host": "h:abc", "topic": "t"}}})
+    assert detail(host, 400).startswith("destination.metadata.host: ")
+    for uri in ("http://[::1", "rtsp://cam:abc/x"):
+        r = client.post("/pipelines/scene/1", json={"source": {"uri": uri, "type": "uri"}})
+        assert detail(r, 400).startswith(f"source.uri {uri!r}: "), r.json()

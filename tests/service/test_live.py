@@ -84,3 +84,44 @@ def test_mjpeg_only_while_watched_and_departure_noticed(live_server) -> None:
     print(f"viewer departure noticed after {noticed:.2f} s")
     assert httpx.get(f"{base}/live/{iid}/nope").status_code == 404
     httpx.delete(f"{base}/pipelines/{iid}", timeout=30)
+
+
+def test_shutdown_ends_open_live_views_at_once(tmp_path) -> None:
+    import signal
+    import threading
+
+    from service.cli import build_server, serve_app
+
+    from .conftest import serve_args
+    from tests.live.helpers import free_port
+
+    port = free_port()
+    app, manager = serve_app(serve_args(tmp_path, port=port))
+    server = build_server(app, "127.0.0.1", port)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign] - not the main thread
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+        iid = httpx.post(f"{base}/pipelines/scene/1", json={"source": {"uri": TICKER, "type": "uri"}}).json()
+        while not (status := httpx.get(f"{base}/pipelines/status/{iid}").json())["sources"]:
+            assert time.monotonic() < deadline, status
+            time.sleep(0.1)
+        with httpx.stream("GET", f"{base}/live/{iid}/{status['sources'][0]['id']}", timeout=10) as r:
+            chunks = r.iter_bytes()
+            assert len(_parts(chunks, 2)) == 2
+            asked = time.monotonic()
+            server.handle_exit(signal.SIGTERM, None)
+            thread.join(timeout=10)
+            stopped_s = time.monotonic() - asked
+            assert not thread.is_alive() and stopped_s < 3.0, f"server took {stopped_s:.1f} s with a viewer"
+            rest = b"".join(iter(lambda: next(chunks, b""), b""))  # the stream ended, not cut
+            assert rest.count(b"--vapipeframe") <= 5
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        manager.close()

@@ -229,3 +229,22 @@ def test_last_will_marks_a_crashed_publisher_offline(broker: Broker) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+def test_unreachable_broker_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    from stages.mqtt import Mqtt, Publisher
+
+    port = free_port()  # nothing listens there
+    params = Mqtt.Params(host=f"127.0.0.1:{port}", reconnect_min_s=0.1, reconnect_max_s=0.2)
+    with caplog.at_level("WARNING", logger="vapipe.mqtt"):
+        pub = Publisher.acquire("127.0.0.1", port, "unreachable", "vapipe/unreachable/available", params)
+        try:
+            deadline = time.monotonic() + 5
+            while not caplog.records and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # several more attempts fail meanwhile
+        finally:
+            pub.release(0)
+    lines = [r.getMessage() for r in caplog.records if "cannot be reached" in r.getMessage()]
+    assert lines == [f"MQTT broker 127.0.0.1:{port} cannot be reached; retrying with backoff (up to 1000 messages "
+                     "wait)"], [r.getMessage() for r in caplog.records]
