@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -43,9 +44,28 @@ def adapter_class(kind: str, decoder: str, base: type) -> type:
 
 
 def make_adapter(kind: str, decoder: str, options: dict[str, Any], base: type) -> Any:
-    """Instantiate the registered adapter ``decoder``; errors name the valid choices."""
+    """Instantiate the registered adapter ``decoder``; errors name the option and what is valid."""
     cls = adapter_class(kind, decoder, base)
+    _check_option_types(cls, decoder, options)
     try:
         return cls(**options)
     except TypeError as exc:
         raise ValueError(f"bad options for decoder {decoder!r}: {exc}") from None
+
+
+def _check_option_types(cls: type, decoder: str, options: dict[str, Any]) -> None:
+    """Options whose annotation in ``cls.__init__`` is a number or a bool must be one (a YAML or JSON
+    string such as ``"abc"`` would otherwise fail deep inside the decoder, naming no option)."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - annotations that cannot be resolved: nothing to check
+        return
+    numbers = {int: "an integer", float: "a number", bool: "true or false"}
+    for name, value in options.items():
+        kinds = [k for k in (typing.get_args(hints.get(name)) or (hints.get(name),)) if k in numbers]
+        if not kinds or value is None:
+            continue
+        ok = any(isinstance(value, k) and (k is bool or not isinstance(value, bool)) or
+                 (k is float and isinstance(value, int) and not isinstance(value, bool)) for k in kinds)
+        if not ok:
+            raise ValueError(f"decoder {decoder!r} option {name!r}: expected {numbers[kinds[0]]}, got {value!r}")

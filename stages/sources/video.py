@@ -13,6 +13,8 @@ from pipeline.videofile import iso_boxes
 from .base import LIVE_SCHEMES, LOOP, Decoded, Reader, SourceError
 from .frame_filter import Deinterlace, FrameFilter
 
+#: FFmpeg demuxers that turn text into pictures (ANSI art, subtitles as video): never a camera's video
+TEXT_FORMATS = frozenset({"tty"})
 #: FFmpeg's AVFMT_FLAG_NONBLOCK: the v4l2 demuxer opens the device with O_NONBLOCK
 AVFMT_FLAG_NONBLOCK = 0x0004
 #: how often a non-blocking device is asked again for a frame
@@ -66,6 +68,11 @@ class VideoReader(Reader):
                 hint = (f"; valid: a video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL (rtsp://, http://, "
                         "...), /dev/videoN, an image folder or testsrc://PATTERN")
             raise SourceError(f"cannot open source {uri}: {ffmpeg_reason(exc)}{hint}") from None
+        if self.container.format.name in TEXT_FORMATS:  # FFmpeg renders text files as video
+            self.container.close()
+            raise SourceError(f"source {uri} is a text file, not a video (FFmpeg would render its text); valid: a "
+                              f"video file ({', '.join(VIDEO_SUFFIXES)}), a stream URL, /dev/videoN, an image "
+                              "folder or testsrc://PATTERN")
         if not self.container.streams.video:
             found = ", ".join(sorted({st.type for st in self.container.streams})) or "none"
             guessed = self.container.format.name

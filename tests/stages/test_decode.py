@@ -59,6 +59,17 @@ def test_synthetic_scene_starts_at_the_frame_asked() -> None:
     assert all(np.array_equal(a[1], b[1]) and a[2] == b[2] for a, b in zip(part, whole[7:]))
 
 
+def test_a_text_file_is_not_taken_for_a_video(tmp_path: Path) -> None:
+    from stages.sources import SourceError
+
+    notes = tmp_path / "README.txt"
+    notes.write_text("camera 3: north gate\n" * 20)
+    source = Decode(uri=str(notes))
+    with pytest.raises(SourceError, match=rf"^source {notes} is a text file, not a video .*; valid: a video file"):
+        source.open()
+    source.close()
+
+
 def test_a_url_of_a_protocol_ffmpeg_lacks_names_the_valid_schemes() -> None:
     from stages.sources import SourceError
 

@@ -45,6 +45,18 @@ def test_registered() -> None:
         BlazeFace(score_threshold=1.5)
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"score_threshold": "abc"}, "option 'score_threshold': expected a number, got 'abc'"),
+    ({"score_threshold": True}, "option 'score_threshold': expected a number, got True"),
+    ({"max_objects": 2.5}, "option 'max_objects': expected an integer, got 2.5"),
+])
+def test_an_option_of_the_wrong_type_is_named(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=r"^decoder 'blazeface' " + message.replace("(", r"\(") + "$"):
+        make_adapter("detector", "blazeface", options, DetectorAdapter)
+    ok = make_adapter("detector", "blazeface", {"score_threshold": 1, "max_objects": None}, DetectorAdapter)
+    assert ok.score_threshold == 1 and ok.max_objects is None  # an int is a number; None stays allowed
+
+
 def test_decode_single_face() -> None:
     kps = [-8, -8, 8, -8, 0, 0, 0, 8, -14, -4, 14, -4]
     outs = _outputs({CELL: (3.0, [2, -1, 32, 40] + kps)})
