@@ -14,7 +14,9 @@ gives the same ids.
   are *lost*: they are not output, keep their id and are found again by IoU
   with their predicted box until they have been unseen for ``lost_frames``
   frames (or ``lost_s`` seconds).  Predicted boxes are clipped to the frame, as
-  detections are.
+  detections are.  After a motion stage, a tracked object the detector missed
+  where nothing moved is held in place instead (output as on frames without
+  detection) for up to ``hold_misses`` detection frames in a row.
 * Frames on which detection did not run (``detect.every``, motion gating):
   every tracked object is output at its predicted box with the label, score,
   keypoints (moved with the box) and detector attributes of its last
@@ -39,6 +41,7 @@ from pipeline.frame import DETECTION_RAN, STILL, TRACKS_ENDED, Detections, Frame
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
+from .motion import BOXES as MOTION_BOXES
 from .tracking.boxes import follow_box
 from .tracking.bytetrack import ByteTracker, TrackerConfig
 
@@ -80,6 +83,9 @@ class Track(Stage):
                                      "the source's frame rate, 25 if unknown); overrides lost_frames")
         duplicate_iou: float = Field(0.7, gt=0, le=1, description="an unmatched detection overlapping a matched "
                                      "one by this IoU is a duplicate and starts no track (1: off)")
+        hold_misses: int = Field(2, ge=0, description="with a motion stage before the detector: detection frames "
+                                 "in a row a tracked object the detector missed where nothing moved is held in "
+                                 "place (0: never)")
         per_class: bool = Field(False, description="true: a track only matches detections of its own label; "
                                 "false: detections of any label, its own preferred (the track's label follows "
                                 "the latest detection)")
@@ -113,7 +119,7 @@ class Track(Stage):
         return TrackerConfig(high_score=p.high_score, low_score=p.low_score, new_track_score=p.new_track_score,
                              match_iou=p.match_iou, low_match_iou=p.low_match_iou,
                              min_hits=p.min_hits, lost_frames=lost, per_class=p.per_class,
-                             duplicate_iou=p.duplicate_iou)
+                             duplicate_iou=p.duplicate_iou, hold_misses=p.hold_misses)
 
     def process(self, frame: Frame) -> Frame:
         src = self._sources.get(frame.source_id)
@@ -141,7 +147,7 @@ class Track(Stage):
         sel = np.arange(len(dets)) if labels is None else dets.with_label(labels)
         payloads = [(dets.keypoints[i], dict(dets.attributes[i])) for i in sel]
         ids, ended = tracker.update(dets.xyxy[sel], dets.score[sel], dets.label[sel], steps, payloads,
-                                    bounds=(frame.width, frame.height))
+                                    bounds=(frame.width, frame.height), motion=_motion_regions(frame))
         track_id = dets.track_id.copy()
         track_id[sel] = ids
         dets.track_id = track_id
@@ -149,7 +155,19 @@ class Track(Stage):
             keep = np.ones(len(dets), bool)
             keep[sel[ids < 0]] = False
             frame.detections = dets[keep]
+        if tracker.held_now:
+            frame.detections = Detections.merge([frame.detections, _predicted(tracker.held_now)])
         return ended
+
+
+def _motion_regions(frame: Frame) -> np.ndarray | None:
+    """(M, 4) regions that moved on ``frame`` if a motion stage watched it and was not calibrating
+    (it then reports no regions and no stillness), else None."""
+    regions = [np.asarray(b, np.float64).reshape(-1, 4) for b in attr_values(frame, MOTION_BOXES)]
+    if not regions:
+        return None
+    moved = np.concatenate(regions)
+    return moved if len(moved) or any(attr_values(frame, STILL)) else None
 
 
 def _predicted(objects: list[Any]) -> Detections:

@@ -22,6 +22,12 @@ Between detection frames (:meth:`ByteTracker.predict`) the tracked boxes move
 on by the filter's prediction; on frames where nothing moved (``still``) they
 stay where they are and lost tracks do not age.
 
+With motion regions (``motion``: a motion detector watched the frame), a
+tracked object the detector missed where nothing moved is *held*: it stays
+tracked, in place, for up to ``hold_misses`` detection frames in a row (a
+detector misses a still object now and then; with detection gated by motion
+the next chance to find it may be seconds away).
+
 Given the frame's size (``bounds``), predicted boxes are clipped to the frame, for
 matching and on output, as a detector's boxes are: an object leaving through the
 frame's edge is detected ever smaller, while its filter, unaware of the edge, keeps
@@ -68,6 +74,7 @@ class TrackerConfig:
     lost_frames: int = 30
     per_class: bool = False
     duplicate_iou: float = 0.7
+    hold_misses: int = 2
 
 
 @dataclass
@@ -97,6 +104,7 @@ class _Tracks:
     scores: list[float] = field(default_factory=list)
     payloads: list[Any] = field(default_factory=list)
     boxes: list[np.ndarray] = field(default_factory=list)  # last matched detection box
+    held: list[int] = field(default_factory=list)           # detection frames in a row held (see motion)
 
     def __len__(self) -> int:
         return len(self.state)
@@ -104,7 +112,7 @@ class _Tracks:
     def keep(self, mask: np.ndarray) -> None:
         idx = np.flatnonzero(mask)
         self.mean, self.cov = self.mean[idx], self.cov[idx]
-        for name in ("state", "ids", "labels", "hits", "unseen", "scores", "payloads", "boxes"):
+        for name in ("state", "ids", "labels", "hits", "unseen", "scores", "payloads", "boxes", "held"):
             values = getattr(self, name)
             setattr(self, name, [values[i] for i in idx])
 
@@ -121,6 +129,7 @@ class _Tracks:
         self.scores += list(scores)
         self.payloads += list(payloads)
         self.boxes += [b.copy() for b in boxes]
+        self.held += [0] * n
 
 
 class ByteTracker:
@@ -137,20 +146,25 @@ class ByteTracker:
         self.tracks = _Tracks()
         self.issued = 0  # ids handed out so far (the last id)
         self.bounds: tuple[float, float] | None = None  # the frame's (width, height) of the latest call
+        #: tracked objects the latest update held in place (missed where nothing moved), as output
+        self.held_now: list[TrackedBox] = []
 
     # public API -----------------------------------------------------------------------
     def update(self, boxes: np.ndarray, scores: np.ndarray, labels: Any, steps: int = 1,
-               payloads: list[Any] | None = None, bounds: tuple[float, float] | None = None
-               ) -> tuple[np.ndarray, list[int]]:
+               payloads: list[Any] | None = None, bounds: tuple[float, float] | None = None,
+               motion: np.ndarray | None = None) -> tuple[np.ndarray, list[int]]:
         """Associate one detection frame ``steps`` frames after the previous call.
 
         boxes (N, 4) ``[x1, y1, x2, y2]``, scores (N,), labels (N,) str; payloads: one object per
         detection, kept with its track (e.g. keypoints); bounds: the frame's (width, height) in
-        the boxes' pixels, if known.  Returns (track id per detection, int64 (N,), -1 where the
-        detection belongs to no confirmed track; ids of tracks that ended on this frame).
+        the boxes' pixels, if known; motion: (M, 4) regions that moved on this frame, if a motion
+        detector watched it (see :attr:`held_now`).  Returns (track id per detection, int64 (N,),
+        -1 where the detection belongs to no confirmed track; ids of tracks that ended on this
+        frame).
         """
         c = self.config
         self.bounds = bounds
+        before = self.tracks.mean.copy()
         boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         scores = np.asarray(scores, np.float64).reshape(-1)
         labels = [str(x) for x in labels]
@@ -174,7 +188,11 @@ class ByteTracker:
         matched = np.zeros(len(t), bool)
         matched[det_track[det_track >= 0]] = True
         alive = np.ones(len(t), bool)
+        held = self._held(np.flatnonzero(~matched), before, motion)
+        self.held_now = [] if not held else [b for b in self.tracked() if b.track_id in {t.ids[i] for i in held}]
         for i in np.flatnonzero(~matched):
+            if i in held:
+                continue
             if t.state[i] == NEW:
                 alive[i] = False
             else:
@@ -218,6 +236,26 @@ class ByteTracker:
                 for i in range(len(t)) if inside[i] and (t.state[i] == TRACKED or (tentative and t.state[i] == NEW))]
 
     # internals ------------------------------------------------------------------------------
+    def _held(self, missed: np.ndarray, before: np.ndarray, motion: np.ndarray | None) -> set[int]:
+        """Rows of tracked objects in ``missed`` to hold in place: no motion region meets their box
+        and they have not been held ``hold_misses`` times in a row.  Their motion is undone."""
+        t = self.tracks
+        if motion is None or self.config.hold_misses < 1:
+            return set()
+        regions = np.asarray(motion, np.float64).reshape(-1, 4)
+        out = set()
+        for i in missed.tolist():
+            if t.state[i] != TRACKED or t.held[i] >= self.config.hold_misses or i >= len(before):
+                continue
+            box = state_to_xyxy(before[i:i + 1])[0]
+            moved = ((regions[:, 0] < box[2]) & (regions[:, 2] > box[0]) &
+                     (regions[:, 1] < box[3]) & (regions[:, 3] > box[1])).any()
+            if not moved:
+                t.mean[i] = before[i]
+                t.held[i] += 1
+                out.add(i)
+        return out
+
     def _predicted_boxes(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), 4) corners of the tracks ``rows`` now, clipped to the frame if its size is known."""
         if not len(rows):
@@ -267,6 +305,7 @@ class ByteTracker:
                 t.state[i] = TRACKED
                 t.hits[i] += 1
             t.unseen[i] = 0
+            t.held[i] = 0
             t.scores[i] = float(scores[d])
             t.payloads[i] = payloads[d]
             t.boxes[i] = boxes[d].copy()

@@ -166,3 +166,26 @@ def test_a_second_box_on_a_matched_object_starts_no_track() -> None:
                 box = moving(s)
                 t(frame(s, [box, [box[0] + 2, box[1] + 2, box[2] + 2, box[3] + 2]]))
         assert t.counters()["ids"] == want, duplicate_iou
+
+
+def test_after_a_motion_stage_a_missed_still_object_is_output_held_in_place() -> None:
+    bottle = [100.0, 80, 140, 180]
+
+    def watched(seq: int, boxes: list[list[float]], regions: list[list[float]]) -> Frame:
+        f = frame(seq, boxes, labels=["bottle"] * len(boxes))
+        f.attrs[("motion", "boxes")] = np.array(regions, np.float32).reshape(-1, 4)
+        f.attrs[("motion", STILL)] = not regions
+        return f
+
+    with Track() as t:
+        for s in range(3):
+            t(watched(s, [bottle], []))
+        missed = t(watched(3, [], [[250, 10, 300, 60]]))  # the detector missed it; a hand moved elsewhere
+        assert missed.detections.track_id.tolist() == [1] and missed.detections.xyxy[0].tolist() == bottle
+        assert missed.detections.attributes[0]["predicted"] is True
+        taken = t(watched(4, [], [[95, 75, 150, 190]]))  # moved where it stood: taken away, not held
+        assert len(taken.detections) == 0
+    with Track() as t:  # without a motion stage a miss loses the track at once
+        for s in range(3):
+            t(frame(s, [bottle], labels=["bottle"]))
+        assert len(t(frame(3, [], labels=[])).detections) == 0

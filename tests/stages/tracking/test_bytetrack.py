@@ -60,3 +60,22 @@ def test_boxes_predicted_between_detections_stay_inside_the_frame() -> None:
     assert outside.box[2] > 768 and np.allclose(outside.box[[0, 1, 3]], inside.box[[0, 1, 3]])
     gone, _ = clipped.predict(steps=10, bounds=frame)  # wholly outside now: not output, still tracked
     assert gone == [] and len(clipped.predict(bounds=(2000.0, 432.0))[0]) == 1
+
+
+def test_a_still_object_the_detector_misses_where_nothing_moved_is_held() -> None:
+    bottle = np.array([[300.0, 200, 340, 300]])
+    elsewhere = np.array([[10.0, 10, 60, 60]])
+    for motion, held_frames in ((elsewhere, 2), (np.zeros((0, 4)), 2), (bottle + 5, 0), (None, 0)):
+        tracker = ByteTracker()
+        for _ in range(3):
+            tracker.update(bottle, [0.8], ["bottle"])
+        kept = []
+        for _ in range(3):  # missed on three detection frames in a row
+            tracker.update(np.zeros((0, 4)), [], [], motion=motion)
+            kept.append([(b.track_id, b.box.tolist()) for b in tracker.held_now])
+        assert sum(1 for k in kept if k) == held_frames, (motion, kept)
+        if held_frames:  # held where it was, under its id; the third miss loses it
+            assert kept[:2] == [[(1, bottle[0].tolist())]] * 2 and kept[2] == []
+            assert tracker.tracked() == []
+        ids, _ = tracker.update(bottle, [0.8], ["bottle"])
+        assert ids.tolist() == [1] and tracker.issued == 1  # found again: the same id either way
