@@ -181,9 +181,14 @@ class Frame:
     @classmethod
     def from_image(cls, image: np.ndarray, source_id: str = "image", seq: int = 0,
                    pts: int | None = None, time_base: Fraction | None = None) -> Frame:
-        """Wrap a BGR uint8 image (H, W, 3); the frame takes ownership of the array."""
-        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-            raise ValueError(f"Frame.from_image expects a BGR uint8 array (H, W, 3), got {image.dtype} {image.shape}")
+        """Wrap a BGR uint8 image (H, W, 3), H and W at least 1; the frame takes ownership of the
+        array.  Convert other images first (``cv2.cvtColor`` with ``COLOR_GRAY2BGR``,
+        ``COLOR_BGRA2BGR`` or ``COLOR_RGB2BGR``)."""
+        if not isinstance(image, np.ndarray):
+            raise TypeError(f"Frame.from_image expects a BGR uint8 numpy array (H, W, 3), got {type(image).__name__}")
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8 or 0 in image.shape:
+            raise ValueError(f"Frame.from_image expects a BGR uint8 array (H, W, 3), got {image.dtype} {image.shape}"
+                             + _conversion_hint(image))
         h, w = image.shape[:2]
         return cls(source_id=source_id, seq=seq, width=w, height=h, pts=pts, time_base=time_base, _image=image)
 
@@ -278,6 +283,16 @@ class Frame:
         if fmt == "gray":
             return cv2.cvtColor(out, cv2.COLOR_BGR2GRAY)
         return out
+
+
+def _conversion_hint(image: np.ndarray) -> str:
+    """How to turn a common non-BGR image into one :meth:`Frame.from_image` takes."""
+    channels = 1 if image.ndim == 2 else image.shape[2] if image.ndim == 3 else 0
+    if image.dtype == np.uint8 and channels == 1:
+        return " (grayscale: convert with cv2.cvtColor(image, cv2.COLOR_GRAY2BGR))"
+    if image.dtype == np.uint8 and channels == 4:
+        return " (4 channels: convert with cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), or COLOR_RGBA2BGR)"
+    return ""
 
 
 def plane_array(plane: Any, width: int) -> np.ndarray:

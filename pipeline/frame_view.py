@@ -362,7 +362,9 @@ _SHIFT = 4  # fractional bits of polygon vertices given to cv2.fillPoly
 
 
 def _fill(plane: np.ndarray, polygons: Sequence[np.ndarray], scale: float, value: Any) -> None:
-    """Fill ``polygons`` (frame pixels, continuous) on a plane of ``scale`` x the frame's size."""
-    pts = [np.rint((np.asarray(p, np.float64) * scale - 0.5) * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
-           for p in polygons]
-    cv2.fillPoly(plane, pts, value, lineType=cv2.LINE_8, shift=_SHIFT)
+    """Fill ``polygons`` (frame pixels, continuous) on a plane of ``scale`` x the frame's size.
+    Each polygon is filled on its own: where polygons overlap, the overlap is filled too (one
+    ``fillPoly`` call over several contours would leave it open, as a hole)."""
+    for p in polygons:
+        pts = np.rint((np.asarray(p, np.float64) * scale - 0.5) * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
+        cv2.fillPoly(plane, [pts], value, lineType=cv2.LINE_8, shift=_SHIFT)

@@ -18,7 +18,8 @@ import numpy as np
 
 from .frame import Detections
 
-__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "map_points", "map_detections", "invert", "scaled_size", "nearest_even"]
+__all__ = ["ViewGeometry", "ROTATIONS", "FLIPS", "PixelPoint", "map_points", "map_detections", "invert", "scaled_size",
+           "nearest_even"]
 
 ROTATIONS = (0, 90, 180, 270)
 FLIPS = ("none", "horizontal", "vertical")
@@ -80,21 +81,29 @@ def _map_rotation(m: np.ndarray, angle: float) -> float:
     return (out + math.pi) % (2 * math.pi) - math.pi
 
 
+class PixelPoint(list):
+    """An attribute value that is a position ``[x, y]`` in the pixels of the frame its object
+    is in; :func:`map_detections` maps it with the boxes.  Serialises as a plain list."""
+
+
 def map_detections(m: np.ndarray, dets: Detections) -> Detections:
     """``dets`` with boxes, keypoints and the geometric attributes ``landmarks`` ((N, 2+)
-    points) and ``rotation`` (radians, clockwise from upright) mapped through the 2x3
-    affine ``m``.  Labels, scores, track ids and other attributes are kept (attribute
-    dicts are shared unless one of those keys changed)."""
+    points), ``rotation`` (radians, clockwise from upright) and every :class:`PixelPoint`
+    value mapped through the 2x3 affine ``m``.  Labels, scores, track ids and other
+    attributes are kept (attribute dicts are shared unless one of those keys changed)."""
     if not len(dets):
         return Detections()
     attrs = []
     for a in dets.attributes:
-        if "landmarks" in a or "rotation" in a:
+        points = [k for k, v in a.items() if isinstance(v, PixelPoint)]
+        if "landmarks" in a or "rotation" in a or points:
             a = dict(a)
             if a.get("landmarks") is not None:
                 a["landmarks"] = map_points(m, a["landmarks"])
             if isinstance(a.get("rotation"), (int, float, np.floating)):
                 a["rotation"] = _map_rotation(m, a["rotation"])
+            for k in points:
+                a[k] = PixelPoint(float(c) for c in map_points(m, a[k][:2]))
         attrs.append(a)
     return Detections(xyxy=_map_boxes(m, dets.xyxy), score=dets.score, label=dets.label,
                       track_id=dets.track_id,

@@ -19,7 +19,7 @@ masks applied and every detection mapped back to its pixels, unless told
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -97,7 +97,12 @@ class Preprocess(Stage):
 
     params: Params
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open()  # only caches: ``process`` works before ``open`` too
+
     def open(self) -> None:
+        """Start with empty caches (geometry per frame size, mask buffers)."""
         self._pool = BufferPool()
         self._plans: dict[tuple[int, int], tuple[ViewGeometry, list[np.ndarray]]] = {}
         self._chains: dict[tuple[int, int], tuple[ViewGeometry, ViewGeometry, ViewGeometry]] = {}

@@ -11,7 +11,9 @@ Heads (``heads:`` in the classify stage's parameters, keyed by output name or in
   ``scores: true`` also writes ``label_score``;
 * ``regression``: the values times ``scale`` (plus ``offset``): ``name`` for a single
   value, one attribute per label when ``labels`` are given, else a list;
-* ``point``: (x, y) normalised to the crop -> ``name`` = [x, y] in source pixels.
+* ``point``: (x, y) normalised to the crop -> ``name`` = [x, y] in the frame's pixels (a
+  :class:`~pipeline.geometry.PixelPoint`, mapped with the box when a view's objects go back to
+  the camera's pixels).
 
 Labels come from the head (a list or a file) or, for a single softmax head, from the
 model's rt_info ``labels``.  Without ``heads`` every output is a head: a ``Softmax``
@@ -34,7 +36,9 @@ import numpy as np
 
 from pipeline.engine import InputSpec
 from pipeline.frame import Detections
+from pipeline.geometry import PixelPoint
 
+from ..tracking.boxes import follow_box
 from .base import Letterbox, RoiAdapter, register
 from .labels import load_labels
 from .model_info import ModelInfo, per_channel, setting
@@ -77,7 +81,7 @@ class Head:
             return out
         if self.kind == "point":
             x1, y1, x2, y2 = crop
-            return {self.name: [float(x1 + v[0] * (x2 - x1)), float(y1 + v[1] * (y2 - y1))]}
+            return {self.name: PixelPoint([float(x1 + v[0] * (x2 - x1)), float(y1 + v[1] * (y2 - y1))])}
         scaled = v * self.scale + self.offset
         if self.labels is not None:
             return {name: float(x) for name, x in zip(self.labels, scaled)}
@@ -234,6 +238,11 @@ class Attributes(RoiAdapter):
         for head in self.heads:
             result.update(head.read(outputs[head.output], context))
         return result
+
+    def carry(self, result: dict[str, Any], old_box: np.ndarray, new_box: np.ndarray) -> dict[str, Any]:
+        """``result`` with its points moved and scaled with the object's box; the rest kept."""
+        return {k: PixelPoint(follow_box(np.asarray([v], np.float32), old_box, new_box)[0].tolist())
+                if isinstance(v, PixelPoint) else v for k, v in result.items()}
 
     def apply(self, dets: Detections, i: int, result: dict[str, Any]) -> None:
         dets.attributes[i].update(result)

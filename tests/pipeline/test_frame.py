@@ -89,3 +89,31 @@ def test_resized_matches_convert_then_resize(decoded, size) -> None:
         assert ours.shape == (size[1], size[0], 3)
         mean, p99 = _compare(ours, ref)
         assert mean < 1.5 and p99 <= 4, (mean, p99)
+
+
+@pytest.mark.parametrize("image,needle", [
+    (np.zeros((4, 6), np.uint8), "got uint8 (4, 6) (grayscale: convert with cv2.cvtColor(image, cv2.COLOR_GRAY2BGR))"),
+    (np.zeros((4, 6, 1), np.uint8), "got uint8 (4, 6, 1) (grayscale: convert with"),
+    (np.zeros((4, 6, 4), np.uint8), "got uint8 (4, 6, 4) (4 channels: convert with cv2.cvtColor(image, "
+                                    "cv2.COLOR_BGRA2BGR)"),
+    (np.zeros((4, 6, 3), np.float32), "got float32 (4, 6, 3)"),
+    (np.zeros((0, 6, 3), np.uint8), "got uint8 (0, 6, 3)"),
+])
+def test_from_image_rejects_other_arrays_in_one_line(image: np.ndarray, needle: str) -> None:
+    with pytest.raises(ValueError) as info:
+        Frame.from_image(image)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("Frame.from_image expects a BGR uint8 array (H, W, 3), ")
+    assert needle in message
+
+
+@pytest.mark.parametrize("image,name", [(None, "NoneType"), ([[1, 2, 3]], "list")])
+def test_from_image_names_what_it_got_instead_of_an_array(image: object, name: str) -> None:
+    with pytest.raises(TypeError, match=f"^Frame.from_image expects a BGR uint8 numpy array \\(H, W, 3\\), got {name}$"):
+        Frame.from_image(image)  # type: ignore[arg-type]
+
+
+def test_from_image_keeps_the_array() -> None:
+    image = np.zeros((4, 6, 3), np.uint8)
+    frame = Frame.from_image(image)
+    assert (frame.width, frame.height) == (6, 4) and frame.image() is image

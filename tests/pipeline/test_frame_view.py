@@ -255,3 +255,16 @@ def test_masks_only_keep_the_frame_geometry() -> None:
     assert out.detections is frame.detections
     assert out.image()[5, 100].max() <= 2 and out.image()[80, 20].max() > 0  # inside / outside the triangle
     assert Preprocess()(frame) is frame  # nothing to do: the frame passes unchanged
+
+
+@pytest.mark.parametrize("converted", [False, True])
+def test_overlapping_masks_fill_their_overlap(converted: bool) -> None:
+    frame = _frame(_decoded())
+    if converted:
+        frame.image()
+    a = np.array([[20, 20], [120, 20], [120, 120], [20, 120]], np.float64)
+    b = np.array([[80, 60], [200, 60], [200, 160], [80, 160]], np.float64)
+    img = masked(frame, [a, b]).image()
+    assert img[70:110, 90:110].max() <= 2  # inside both polygons
+    assert img[30:50, 30:50].max() <= 2 and img[130:150, 150:190].max() <= 2  # inside one of them
+    assert img[5:15, 250:310].max() > 50  # outside both

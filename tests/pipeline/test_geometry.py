@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline.frame import Detections
-from pipeline.geometry import ViewGeometry
+from pipeline.geometry import PixelPoint, ViewGeometry
 
 W, H = 40, 30
 
@@ -105,6 +105,18 @@ def test_box_maps_to_the_turned_pixels() -> None:
     out = g.detections_to_view(Detections(xyxy=[[100, 200, 300, 250]], score=[1.0], label="x"))
     assert np.allclose(out.xyxy, [[1080 - 250, 100, 1080 - 200, 300]])
     assert g.size == (1080, 1920)
+
+
+def test_point_attributes_follow_the_view_and_plain_lists_do_not() -> None:
+    """A :class:`PixelPoint` is a position: a 180 degree turn of a 100x80 frame puts (10, 20)
+    at (90, 60); a plain list of two numbers is left as it is."""
+    g = ViewGeometry.identity(100, 80).rotate(180)
+    dets = Detections(xyxy=[[0, 0, 30, 30]], score=[1.0], label="person",
+                      attributes=[{"top": PixelPoint([10.0, 20.0]), "pair": [10.0, 20.0]}])
+    out = g.detections_to_source(dets).attributes[0]
+    assert isinstance(out["top"], PixelPoint) and out["top"] == pytest.approx([90.0, 60.0])
+    assert out["pair"] == [10.0, 20.0]
+    assert dets.attributes[0]["top"] == [10.0, 20.0]  # the input is not changed
 
 
 def test_rotation_attribute_follows_the_view() -> None:

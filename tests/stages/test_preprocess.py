@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from pipeline.config import ConfigError, parse_config
+from pipeline.frame import Frame
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
+from stages.preprocess import Preprocess
 from tests.cli import cli_env, one_error_line, vapipe
 from tests.stages.preprocess_helpers import SQUARE, records, square_clip
 
@@ -177,3 +179,11 @@ def test_a_masked_object_is_never_found_and_the_mp4_shows_the_mask(tmp_path: Pat
         frames = [f.to_ndarray(format="gray") for f in c.decode(video=0)]
     assert max(f[102:238, 152:318].max() for f in frames) < 30  # black, with the square passing under it
     assert frames[0][50, 50] > 30  # the rest of the picture is there
+
+
+def test_process_works_without_open_as_in_a_with_block() -> None:
+    image = np.zeros((H, W, 3), np.uint8)
+    image[:10, :20] = 255  # top-left corner: bottom-right once turned 180 degrees
+    view = Preprocess(rotate=180).process(Frame.from_image(image))
+    assert (view.width, view.height) == (W, H)
+    assert view.image()[H - 10:, W - 20:].min() == 255 and view.image()[:10, :20].max() == 0

@@ -11,7 +11,9 @@ import pytest
 
 from pipeline.frame import Detections, Frame
 from stages.classify import Classify
+from pipeline.geometry import PixelPoint
 from stages.models.attributes import crop_box
+from stages.preprocess import Preprocess
 from tests.stages.models.synthetic import constant_model
 
 COLORS = ["white", "gray", "red"]
@@ -51,6 +53,30 @@ def test_every_head_type(tmp_path: Path) -> None:
     assert attrs["has_bag_score"] == pytest.approx(1 / (1 + np.exp(2.0)), abs=1e-5)
     assert attrs["age"] == pytest.approx(34.0, abs=1e-4)
     assert attrs["top_color_point"] == pytest.approx([10 + 0.25 * 40, 20 + 0.5 * 40])
+
+
+def test_points_on_a_preprocessed_view_go_back_to_the_camera_pixels(tmp_path: Path) -> None:
+    """On a 200x100 frame turned 180 degrees, the crop [10, 20, 50, 60] of the view is the box
+    [150, 40, 190, 80] of the camera; the point (0.25, 0.5) of that crop is (20, 40) in the view
+    and (180, 60) in the camera's pixels, inside the box."""
+    frame = Frame.from_image(np.zeros((100, 200, 3), np.uint8))
+    with Preprocess(rotate=180) as prep, Classify(model=str(classifier(tmp_path)), decoder="attributes",
+                                                  on=["person"], heads=HEADS) as stage:
+        view = prep(frame)
+        view.detections = Detections(xyxy=[[10, 20, 50, 60]], score=[0.9], label=["person"])
+        view = stage(view)
+    assert view.detections.attributes[0]["top_color_point"] == pytest.approx([20.0, 40.0])
+    original = view.original()
+    assert np.allclose(original.detections.xyxy, [[150, 40, 190, 80]])
+    assert original.detections.attributes[0]["top_color_point"] == pytest.approx([180.0, 60.0])
+
+
+def test_kept_points_move_with_the_box(tmp_path: Path) -> None:
+    stage = Classify(model=str(classifier(tmp_path)), decoder="attributes", on=["person"], heads=HEADS)
+    with stage:
+        kept = stage.adapter.carry({"top_color_point": PixelPoint([20.0, 40.0]), "color": "gray"},
+                                   np.array([10, 20, 50, 60]), np.array([110, 20, 190, 100]))
+    assert kept["top_color_point"] == pytest.approx([130.0, 60.0]) and kept["color"] == "gray"
 
 
 def test_without_heads_every_output_is_named_after_itself(tmp_path: Path) -> None:
