@@ -259,9 +259,11 @@ def _strip_lines(value: Any, _inside: frozenset[int] = frozenset()) -> Any:
 
 
 def first_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
-    """One line for the first error of ``exc``: the parameter's dotted name and the reason; for an
+    """One line for the first error of ``exc`` (an unknown key before any other: a misspelt name
+    also leaves the intended one missing): the parameter's dotted name and the reason; for an
     unknown key, the keys valid there when ``model`` (the parameters' model) is given."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])  # a typo: name it first
     loc = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
         valid = ", ".join(_names_at(model, err["loc"][:-1])) if model is not None else ""

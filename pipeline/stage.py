@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, ClassVar, Iterator
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .frame import Frame
 
@@ -54,12 +54,21 @@ class Stage:
 
     def __init__(self, params: Params | dict[str, Any] | None = None, *, name: str | None = None,
                  **kwargs: Any) -> None:
-        if params is None:
-            params = self.Params(**kwargs)
-        elif isinstance(params, dict):
-            params = self.Params(**{**params, **kwargs})
-        elif kwargs:
-            params = params.model_copy(update=kwargs)
+        kind = type(self).__name__
+        if params is not None and not isinstance(params, (dict, self.Params)):
+            raise TypeError(f"{kind}: the first argument is the parameters ({kind}.Params or a dict), got "
+                            f"{params!r}; pass parameters by name, e.g. {kind}({_first_field(self.Params)}=...)")
+        try:
+            if params is None:
+                params = self.Params(**kwargs)
+            elif isinstance(params, dict):
+                params = self.Params(**{**params, **kwargs})
+            elif kwargs:
+                params = self.Params(**{**params.model_dump(by_alias=True), **kwargs})
+        except ValidationError as exc:
+            from .config import first_error
+
+            raise ValueError(f"{kind}: {first_error(exc, self.Params)}") from None
         self.params = params
         self.name = name or type(self).__name__.lower()
         self.source_id = ""  # set by the runtime for per-camera instances
@@ -306,3 +315,10 @@ class SourceStage(Stage):
         self.ensure_open()
         for unit in self.units():
             yield from self.decode_unit(unit)
+
+
+def _first_field(params: type[BaseModel]) -> str:
+    """The first parameter of a stage's ``Params`` as the YAML names it (for error messages)."""
+    fields = list(params.model_fields.items())
+    name, field = next(((n, f) for n, f in fields if f.is_required()), fields[0] if fields else ("param", None))
+    return field.alias if field is not None and field.alias else name
