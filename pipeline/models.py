@@ -96,6 +96,21 @@ def model_in_dir(path: Path) -> Path:
                              f"{MODEL_FORMS}")
 
 
+def _models_beside(path: Path, limit: int = 8) -> str:
+    """``; models in DIR: a, b`` for the models next to a path that does not exist (a typo's
+    likely target), or nothing when its folder is missing or holds none."""
+    folder = path.parent
+    try:
+        found = sorted(e.name for e in folder.iterdir()
+                       if (e.is_file() and e.suffix in SUFFIXES) or (e.is_dir() and e.name.endswith("_model")))
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    shown = ", ".join(found[:limit]) + (f", ... ({len(found)} in all)" if len(found) > limit else "")
+    return f"; models in {folder}: {shown}"
+
+
 def _looks_like_path(ref: str, p: Path) -> bool:
     seps = tuple(s for s in (os.sep, os.altsep) if s)
     return (p.suffix in SUFFIXES or p.is_absolute() or ref.startswith((".", "~")) or ref.endswith(seps)
@@ -120,7 +135,7 @@ def resolve_model(ref: str) -> Path:
             return p
         if p.is_dir():
             return model_in_dir(p)
-        raise ModelNotFoundError(f"model file not found: {ref}")
+        raise ModelNotFoundError(f"model file not found: {ref}{_models_beside(p)}")
     for suffix in SUFFIXES:  # uncatalogued models dropped into the models directory
         cand = root / f"{ref}{suffix}"
         if cand.is_file():

@@ -102,9 +102,15 @@ def test_resolve_path(tmp_path: Path, mdir: Path) -> None:
     nosuffix.parent.mkdir()
     nosuffix.write_bytes(b"x")
     assert models.resolve_model(str(nosuffix)) == nosuffix
-    missing = tmp_path / "nope.tflite"
-    with pytest.raises(ModelNotFoundError, match="^model file not found: .*nope.tflite$"):
+    missing = tmp_path / "nope.tflite"  # a typo: the models beside it are named
+    with pytest.raises(ModelNotFoundError, match=f"^model file not found: .*nope.tflite; models in {tmp_path}: "
+                                                 "custom.onnx$"):
         models.resolve_model(str(missing))
+    (tmp_path / "yolo11n_int8_openvino_model").mkdir()
+    with pytest.raises(ModelNotFoundError, match="; models in .*: custom.onnx, yolo11n_int8_openvino_model$"):
+        models.resolve_model(str(tmp_path / "yolo11n_openvino_model"))
+    with pytest.raises(ModelNotFoundError, match="^model file not found: .*/none/x.xml$"):  # nothing to offer
+        models.resolve_model(str(tmp_path / "none" / "x.xml"))
 
 
 def test_pull_extracts_and_skips_if_present(mdir: Path, fake_catalog: dict[str, bytes]) -> None:
