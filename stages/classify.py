@@ -3,11 +3,13 @@
 Crops of one frame are started together (each on its own infer request, up
 to ``requests`` in flight per camera); results are written into the objects
 (``attributes``, ``keypoints``) by the adapter.  Objects of other labels are
-left alone.
+left alone; a stage that ends without one object of its ``on`` labels while
+others came says so in a warning naming the labels that came (a misspelt ``on``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -25,6 +27,10 @@ from .models.base import RoiAdapter
 
 
 MAX_AUTO_REQUESTS = 16
+#: labels of other objects remembered for the warning about ``on`` (see the module docstring)
+LABELS_SHOWN = 12
+
+log = logging.getLogger("vapipe")
 
 
 class Classify(InferStage):
@@ -72,10 +78,16 @@ class Classify(InferStage):
         self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
         self.reuse = ReclassifyCache(self.params.reclassify) if self.params.reclassify != 1 else None
+        self.objects_on = 0                 # objects of the ``on`` labels that reached the stage
+        self.other_labels: set[str] = set()  # labels of the other objects (at most LABELS_SHOWN)
 
     def close(self) -> None:
         if hasattr(self, "pool"):
             self.pool.drain()
+        if getattr(self, "objects_on", 1) == 0 and self.other_labels:
+            log.warning("stage %r: no object labelled %s reached it (on: %s); objects that did: %s",
+                        self.name, " or ".join(repr(x) for x in self.params.on), self.params.on,
+                        ", ".join(sorted(self.other_labels)))
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
@@ -91,6 +103,9 @@ class Classify(InferStage):
     def start(self, frame: Frame) -> Any:
         dets = frame.detections
         idx = dets.with_label(self.params.on)
+        self.objects_on += len(idx)
+        if len(idx) < len(dets) and len(self.other_labels) < LABELS_SHOWN and not self.objects_on:
+            self.other_labels.update(str(x) for x in dets.label[:LABELS_SHOWN])
         if len(idx) > self.params.max_objects:
             idx = idx[(-dets.score[idx]).argsort(kind="stable")[: self.params.max_objects]]
         if not self.params.requests and len(idx) * self.depth > self.pool.size:

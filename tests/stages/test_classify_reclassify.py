@@ -102,3 +102,19 @@ def test_landmarks_move_with_the_box_between_runs() -> None:
     mesh = FaceMesh(landmarks=np.array([[10.0, 10.0], [30.0, 50.0]], np.float32), presence=0.9)
     moved = FaceLandmarks().carry(mesh, np.array([10, 10, 30, 50]), np.array([20, 10, 60, 90]))
     assert np.allclose(moved.landmarks, [[20, 10], [60, 90]]) and moved.presence == 0.9
+
+
+def test_a_stage_whose_on_labels_never_came_says_which_did(mean_model: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="vapipe"):
+        with Classify(model=str(mean_model), decoder="test_mean_colour", on=["boxes"], name="colour") as cls:
+            for f in frames(3):
+                cls(f)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["stage 'colour': no object labelled 'boxes' reached it (on: ['boxes']); "
+                        "objects that did: box"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="vapipe"):
+        with Classify(model=str(mean_model), decoder="test_mean_colour", on=["box"]) as cls:
+            for f in frames(3):
+                cls(f)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
