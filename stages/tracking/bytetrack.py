@@ -164,7 +164,7 @@ class ByteTracker:
         """
         c = self.config
         self.bounds = bounds
-        before = self.tracks.mean.copy()
+        before = self.tracks.mean.copy() if motion is not None else None  # to undo a held track's motion
         boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         scores = np.asarray(scores, np.float64).reshape(-1)
         labels = [str(x) for x in labels]
@@ -236,25 +236,24 @@ class ByteTracker:
                 for i in range(len(t)) if inside[i] and (t.state[i] == TRACKED or (tentative and t.state[i] == NEW))]
 
     # internals ------------------------------------------------------------------------------
-    def _held(self, missed: np.ndarray, before: np.ndarray, motion: np.ndarray | None) -> set[int]:
+    def _held(self, missed: np.ndarray, before: np.ndarray | None, motion: np.ndarray | None) -> set[int]:
         """Rows of tracked objects in ``missed`` to hold in place: no motion region meets their box
         and they have not been held ``hold_misses`` times in a row.  Their motion is undone."""
         t = self.tracks
-        if motion is None or self.config.hold_misses < 1:
+        if motion is None or before is None:
+            return set()
+        rows = np.array([i for i in missed.tolist() if i < len(before) and t.state[i] == TRACKED
+                         and t.held[i] < self.config.hold_misses], np.int64)
+        if not len(rows):
             return set()
         regions = np.asarray(motion, np.float64).reshape(-1, 4)
-        out = set()
-        for i in missed.tolist():
-            if t.state[i] != TRACKED or t.held[i] >= self.config.hold_misses or i >= len(before):
-                continue
-            box = state_to_xyxy(before[i:i + 1])[0]
-            moved = ((regions[:, 0] < box[2]) & (regions[:, 2] > box[0]) &
-                     (regions[:, 1] < box[3]) & (regions[:, 3] > box[1])).any()
-            if not moved:
-                t.mean[i] = before[i]
-                t.held[i] += 1
-                out.add(i)
-        return out
+        moved = (iou_matrix(state_to_xyxy(before[rows]), regions) > 0).any(axis=1) if len(regions) else \
+            np.zeros(len(rows), bool)
+        still = rows[~moved]
+        t.mean[still] = before[still]
+        for i in still.tolist():
+            t.held[i] += 1
+        return set(still.tolist())
 
     def _predicted_boxes(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), 4) corners of the tracks ``rows`` now, clipped to the frame if its size is known."""
