@@ -231,7 +231,7 @@ class _Source:
                 if counts or (name, tid) in self.zone_states:  # a label no longer wanted: outside
                     events += self._zone_step(name, tid, labels[k], counts and bool(inside[k]), bool(at_edge[k]),
                                               frame, t, dets.attributes[tracked[k]])
-            events += self._left_the_picture(name, set(ids), frame)
+        events += self._left_the_picture(set(ids), frame)
         for name, (a, b) in self.lines.items():
             wanted = self.params.lines[name].labels
             if self.params.trigger == "anchor":
@@ -251,17 +251,17 @@ class _Source:
         counts[label] = counts.get(label, 0) + 1
         return max(counts, key=counts.__getitem__)
 
-    def _left_the_picture(self, name: str, present: set[int], frame: Frame) -> list[dict[str, Any]]:
-        """Exits of objects inside zone ``name`` missing for ``inertia`` frames since their box last
+    def _left_the_picture(self, present: set[int], frame: Frame) -> list[dict[str, Any]]:
+        """Exits of objects inside a zone missing for ``inertia`` frames since their box last
         touched the frame's edge."""
         events = []
         for (zone, tid), st in self.zone_states.items():
-            if zone != name or tid in present or not st.inside:
+            if tid in present or not st.inside:
                 continue
             st.missing += 1
             if st.at_edge and st.missing >= self.params.inertia:
                 st.inside, st.run = False, 0
-                events.append(self._event("zone_exit", "zone", name, tid, st.label, frame))
+                events.append(self._event("zone_exit", "zone", zone, tid, st.label, frame))
         return events
 
     def _zone_step(self, name: str, tid: int, label: str, raw: bool, at_edge: bool, frame: Frame, t: float,
