@@ -5,6 +5,11 @@ colour conversion): blurred, compared with a running-average background
 (``alpha`` per frame), thresholded (``threshold`` luma levels), dilated;
 connected regions of at least ``min_area`` (fraction of the frame) are motion.
 
+* **Dark scenes**: luma differences shrink with the light, so when the
+  background's median luma is below ``exposure`` the threshold is lowered in
+  proportion (down to a quarter): a scene at a third of the light sees a third
+  of the difference.
+
 * **Calibration**: for ``calibration_frames`` frames after the start, and after
   a sudden global change (lights, camera exposure: more than ``global_change``
   of the frame changed at once), the background is rebuilt from the frames and
@@ -37,6 +42,10 @@ __all__ = ["Motion", "BOXES"]
 
 BOXES = "boxes"
 DEFAULT_FPS = 25.0
+#: frames between two measurements of the background's median luma (dark-scene threshold)
+LEVEL_EVERY = 16
+#: the dark-scene threshold never falls below this share of ``threshold``
+MIN_THRESHOLD_SCALE = 0.25
 MOTION_COLOR = (0, 0, 255)  # BGR
 
 
@@ -48,7 +57,9 @@ class Motion(Stage):
     class Params(StageParams):
         height: int = Field(100, ge=16, description="rows of the downscaled luma plane (columns keep the aspect)")
         threshold: int = Field(25, ge=1, le=255, description="luma difference from the background that counts "
-                               "as change")
+                               "as change, in a scene lit at least as `exposure`")
+        exposure: int = Field(100, ge=0, le=255, description="median background luma below which the threshold "
+                              "is lowered in proportion, down to a quarter (dark scenes, night); 0: never")
         alpha: float = Field(0.1, gt=0, le=1, description="background update rate per frame (running average); "
                              "an object that stops becomes background after about 2 / alpha frames")
         blur: int = Field(3, ge=0, description="Gaussian blur kernel (odd; 0: none) before comparing")
@@ -90,7 +101,11 @@ class Motion(Stage):
             st = self._states[frame.source_id] = _State(small.astype(np.float32), p.calibration_frames)
             self.stats["calibrations"] += 1
         boxes = np.zeros((0, 4), np.float32)
-        changed = np.abs(small.astype(np.float32) - st.background) > p.threshold
+        if st.level_due <= 0:
+            st.level_due = LEVEL_EVERY
+            st.threshold = self._threshold(st.background)
+        st.level_due -= 1
+        changed = np.abs(small.astype(np.float32) - st.background) > st.threshold
         if st.calibrating == 0 and changed.mean() > p.global_change:
             st.calibrating = p.calibration_frames
             self.stats["calibrations"] += 1
@@ -98,6 +113,7 @@ class Motion(Stage):
         if not calibrated:
             st.calibrating -= 1
             cv2.accumulateWeighted(small, st.background, 0.5)  # follow the new scene quickly
+            st.level_due = 0  # and its light
         else:
             boxes = self._regions(changed, frame.width / small.shape[1], frame.height / small.shape[0])
             cv2.accumulateWeighted(small, st.background, p.alpha)
@@ -120,6 +136,14 @@ class Motion(Stage):
 
     def counters(self) -> dict[str, Any]:
         return dict(self.stats)
+
+    def _threshold(self, background: np.ndarray) -> float:
+        """``threshold`` scaled by the background's median luma against ``exposure``."""
+        p = self.params
+        if not p.exposure:
+            return float(p.threshold)
+        level = float(np.median(background))
+        return p.threshold * min(1.0, max(MIN_THRESHOLD_SCALE, level / p.exposure))
 
     def _luma(self, frame: Frame) -> np.ndarray:
         """The Y plane at ``height`` rows: bilinear to twice that size, then 2x2 averages (cheap,
@@ -158,3 +182,5 @@ class _State:
         self.background = background
         self.calibrating = calibrating
         self.last_open: float | None = None
+        self.threshold = 0.0  # luma levels, for the current light (set before first use)
+        self.level_due = 0  # frames until the median luma is measured again

@@ -72,6 +72,16 @@ def test_a_global_change_recalibrates_instead_of_reporting_motion() -> None:
     assert [f.attrs[(m.name, GATE)] for f in frames[15:21]] == [True] * 4 + [False] * 2
 
 
+@pytest.mark.parametrize("exposure, found", [(100, True), (0, False)])
+def test_in_a_dark_scene_the_threshold_follows_the_light(exposure: int, found: bool) -> None:
+    """The moving-square scene at 30 % of the light: the square differs from the background
+    by 24 luma levels instead of 80, under the threshold of 25 unless it is lowered (to 10)."""
+    dark = [(img * 0.3).astype(np.uint8) for img in [scene(brightness=100)] * 12 + [scene(20 + 8 * k, 100)
+                                                                                      for k in range(20)]]
+    frames, m = run_motion(dark, calibration_frames=5, exposure=exposure)
+    assert any(len(f.attrs[(m.name, BOXES)]) for f in frames[12:]) == found
+    assert not any(len(f.attrs[(m.name, BOXES)]) for f in frames[5:12])  # still noise stays under it
+
 def test_an_object_that_stops_becomes_background() -> None:
     images = [scene()] * 8 + [scene(20 + 8 * k) for k in range(10)] + [scene(92)] * 80
     frames, m = run_motion(images, calibration_frames=5, alpha=0.05, refresh_s=100.0)
