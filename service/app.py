@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from fastapi import Body, FastAPI, Request
+from fastapi import Body, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -232,7 +232,12 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     def pipeline(name: str, version: str) -> dict[str, Any]:
         return catalog.describe(catalog.get(name, version))
 
-    @app.post("/pipelines/{name}/{version}", response_model=str, responses=_ERRORS, tags=["pipelines"])
+    def known_pipeline(name: str, version: str) -> None:
+        catalog.get(name, version)
+
+    # An unknown pipeline is 404 whatever the body: FastAPI runs dependencies before it checks the body.
+    @app.post("/pipelines/{name}/{version}", response_model=str, responses=_ERRORS, tags=["pipelines"],
+              dependencies=[Depends(known_pipeline)])
     def start(name: str, version: str, body: PipelineRequest) -> str:
         return _start(catalog, manager, guard, name, version, body).id
 
