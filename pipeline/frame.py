@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import cv2
 import numpy as np
 
-__all__ = ["Detections", "Frame", "PIXEL_FORMATS", "DETECTION_RAN", "GATE", "STILL", "TRACKS_ENDED", "EVENTS",
+__all__ = ["Detections", "Frame", "PIXEL_FORMATS", "DETECTION_RAN", "GATE", "STILL", "TRACKS_ENDED", "TRACK_BOXES", "EVENTS",
            "RECORD", "OVERLAY", "attr_values"]
 
 PIXEL_FORMATS = ("bgr24", "rgb24", "gray")
@@ -28,6 +28,10 @@ GATE = "gate"
 STILL = "still"
 #: list of track ids (int) a tracker forgot on this frame (lost for longer than its buffer)
 TRACKS_ENDED = "tracks_ended"
+#: dict track id (int) -> (4,) float64 box the tracker's filter estimates for the object on this
+#: frame, in source pixels, unclipped: smooth where detected boxes jitter, so the difference of two
+#: frames' estimates is how the object moved (region results carried between frames follow it)
+TRACK_BOXES = "track_boxes"
 #: list of JSON-ready dicts, events that happened on this frame (``{"event": NAME, ...}``); sinks write them
 EVENTS = "events"
 #: JSON-ready dict of fields a stage adds to this frame's record (sinks merge it; fixed fields win)

@@ -28,7 +28,7 @@ def reclassified_share(every: int) -> float:
 
 class ReclassifyCache:
     """Per (source, track id): the frame of the latest scheduled run and the latest result
-    with the object's box at that run.  ``every`` N >= 2: run again N frames after the last run,
+    with the object's box at that run (and the tracker's estimate of it, if known).  ``every`` N >= 2: run again N frames after the last run,
     except that a track's second run comes ``track_id % N`` frames early, so that objects
     found together (and the detector, which runs on the same frames) spread their
     inferences over the N frames instead of all landing on one; 0: run once per track."""
@@ -38,7 +38,7 @@ class ReclassifyCache:
             raise ValueError(f"ReclassifyCache needs every = 0 or >= 2, got {every}")
         self.every = every
         self._scheduled: dict[tuple[str, int], int] = {}
-        self._results: dict[tuple[str, int], tuple[Any, np.ndarray]] = {}
+        self._results: dict[tuple[str, int], tuple[Any, np.ndarray, np.ndarray | None]] = {}
 
     def due(self, source: str, track_id: int, seq: int) -> bool:
         """True (and the run is recorded) if the object's model must run on frame ``seq``."""
@@ -49,12 +49,24 @@ class ReclassifyCache:
         self._scheduled[key] = seq if last is not None or self.every == 0 else seq - track_id % self.every
         return True
 
-    def store(self, source: str, track_id: int, result: Any, box: np.ndarray) -> None:
-        self._results[(source, track_id)] = (result, np.array(box, np.float64))
+    def store(self, source: str, track_id: int, result: Any, box: np.ndarray, estimate: np.ndarray | None) -> None:
+        """``result`` of a run on the object at ``box``; ``estimate``: the tracker's box for it then."""
+        self._results[(source, track_id)] = (result, np.array(box, np.float64),
+                                             None if estimate is None else np.array(estimate, np.float64))
 
-    def last(self, source: str, track_id: int) -> tuple[Any, np.ndarray] | None:
-        """The latest result and the box it was computed on, or None (its run failed)."""
-        return self._results.get((source, track_id))
+    def carry_boxes(self, source: str, track_id: int, box: np.ndarray,
+                    estimate: np.ndarray | None) -> tuple[Any, np.ndarray, np.ndarray] | None:
+        """The latest result with the two boxes to carry it by, to the object now at ``box``
+        (tracker's estimate ``estimate``): the tracker's estimates then and now when both are
+        known (they move with the object, where a detected box after a predicted one jumps by the
+        prediction's error), else the boxes themselves; None if there is no result (its run failed)."""
+        kept = self._results.get((source, track_id))
+        if kept is None:
+            return None
+        result, old_box, old_estimate = kept
+        if old_estimate is not None and estimate is not None:
+            return result, old_estimate, np.asarray(estimate, np.float64)
+        return result, old_box, np.asarray(box, np.float64)
 
     def forget(self, source: str, track_ids: list[int]) -> None:
         """Drop what is kept for tracks that ended."""

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool
 from pipeline.engines import load_model
-from pipeline.frame import TRACKS_ENDED, Frame, attr_values
+from pipeline.frame import TRACK_BOXES, TRACKS_ENDED, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
@@ -136,17 +136,19 @@ class Classify(InferStage):
 
     def complete(self, frame: Frame, ticket: Any) -> Frame:
         dets = frame.detections
+        estimates = {tid: box for boxes in attr_values(frame, TRACK_BOXES) for tid, box in boxes.items()}
         for i, job in ticket:
             tid = int(dets.track_id[i])
             if job is None:
-                kept = self.reuse.last(frame.source_id, tid) if self.reuse is not None else None
+                kept = self.reuse.carry_boxes(frame.source_id, tid, dets.xyxy[i], estimates.get(tid)) \
+                    if self.reuse is not None else None
                 if kept is not None:
-                    self.adapter.apply(dets, i, self.adapter.carry(kept[0], kept[1], dets.xyxy[i]))
+                    self.adapter.apply(dets, i, self.adapter.carry(*kept))
                 continue
             result = self.pool.finish(job)
             self.adapter.apply(dets, i, result)
             if self.reuse is not None and tid >= 0:
-                self.reuse.store(frame.source_id, tid, result, dets.xyxy[i])
+                self.reuse.store(frame.source_id, tid, result, dets.xyxy[i], estimates.get(tid))
         return frame
 
 

@@ -26,7 +26,8 @@ gives the same ids.
   tracks do not age.
 
 Tracks that end (lost for too long) are listed on that frame in
-``frame.attrs[(name, TRACKS_ENDED)]``.
+``frame.attrs[(name, TRACKS_ENDED)]``; the filter's box of every tracked object is in
+``frame.attrs[(name, TRACK_BOXES)]`` (region results carried between frames follow it).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from pipeline.frame import DETECTION_RAN, STILL, TRACKS_ENDED, Detections, Frame, attr_values
+from pipeline.frame import DETECTION_RAN, STILL, TRACK_BOXES, TRACKS_ENDED, Detections, Frame, attr_values
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
@@ -136,6 +137,7 @@ class Track(Stage):
             frame.detections = Detections.merge([frame.detections, _predicted(objects)])
         if ended:
             frame.attrs[(self.name, TRACKS_ENDED)] = ended
+        frame.attrs[(self.name, TRACK_BOXES)] = src.tracker.estimates()
         return frame
 
     def counters(self) -> dict[str, Any]:

@@ -235,6 +235,12 @@ class ByteTracker:
                            t.payloads[i], t.boxes[i])
                 for i in range(len(t)) if inside[i] and (t.state[i] == TRACKED or (tentative and t.state[i] == NEW))]
 
+    def estimates(self) -> dict[int, np.ndarray]:
+        """Track id -> the filter's box (4,) now, unclipped, for confirmed tracks being tracked."""
+        t = self.tracks
+        rows = [i for i in range(len(t)) if t.state[i] == TRACKED]
+        return dict(zip((t.ids[i] for i in rows), state_to_xyxy(t.mean[rows]))) if rows else {}
+
     # internals ------------------------------------------------------------------------------
     def _held(self, missed: np.ndarray, before: np.ndarray | None, motion: np.ndarray | None) -> set[int]:
         """Rows of tracked objects in ``missed`` to hold in place: no motion region meets their box

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from pipeline.engine import InputSpec
-from pipeline.frame import DETECTION_RAN, Detections, Frame
+from pipeline.frame import DETECTION_RAN, TRACK_BOXES, Detections, Frame
 from stages.classify import Classify
 from stages.models.base import RoiAdapter, register
 from stages.models.face_landmarks import FaceLandmarks, FaceMesh
 from stages.track import Track
+from stages.tracking.boxes import follow_box
 
 
 @register("test_mean_colour")
@@ -103,6 +104,69 @@ def test_landmarks_move_with_the_box_between_runs() -> None:
     moved = FaceLandmarks().carry(mesh, np.array([10, 10, 30, 50]), np.array([20, 10, 60, 90]))
     assert np.allclose(moved.landmarks, [[20, 10], [60, 90]]) and moved.presence == 0.9
 
+
+@register("test_centroid")
+class Centroid(RoiAdapter):
+    """A position result: the centroid (x, y) in frame pixels of the lit pixels of the crop,
+    measured on the host (the model's output is not used); carried with the box as landmarks are."""
+
+    input_spec: ClassVar[InputSpec] = InputSpec(host_color="BGR", model_color="RGB")
+
+    def prepare(self, frame: Any, dets: Detections, i: int, input_hw: tuple[int, int]) -> tuple[np.ndarray, Any]:
+        x1, y1, x2, y2 = (int(round(v)) for v in dets.xyxy[i])
+        ys, xs = np.nonzero(frame.image()[max(y1, 0):y2, max(x1, 0):x2, 0])
+        return np.zeros((*input_hw, 3), np.uint8), np.array([[xs.mean() + max(x1, 0), ys.mean() + max(y1, 0)]])
+
+    def decode(self, outputs: list[np.ndarray], context: Any) -> np.ndarray:
+        return context
+
+    def carry(self, result: np.ndarray, old_box: np.ndarray, new_box: np.ndarray) -> np.ndarray:
+        return follow_box(result, old_box, new_box)
+
+    def apply(self, dets: Detections, i: int, result: np.ndarray) -> None:
+        dets.attributes[i]["centre"] = result[0]
+
+
+def jittery_detections(n: int, every: int) -> list[tuple[Frame, float]]:
+    """A square moving 4 px right per frame, detected every ``every`` frames with a box 6 px to
+    the left or right of it in turn (as detectors' boxes jitter); the square's true centre x."""
+    out = []
+    for s in range(n):
+        image = np.zeros((120, 400, 3), np.uint8)
+        x = 20 + 4 * s
+        image[40:80, x:x + 40] = 255
+        f = Frame.from_image(image, "cam", s)
+        ran = s % every == 0
+        shift = 6 if (s // every) % 2 else -6
+        f.detections = Detections(xyxy=[[x + shift, 40, x + 40 + shift, 80]], score=[0.9], label=["box"]) if ran \
+            else Detections()
+        f.attrs[("detector", DETECTION_RAN)] = ran
+        out.append((f, x + 19.5))
+    return out
+
+
+@pytest.mark.parametrize("estimates", [True, False])
+def test_positions_are_carried_by_the_trackers_estimate_not_by_box_jumps(
+        mean_model: Path, estimates: bool) -> None:
+    """On a detection frame after a run on a predicted box, the detected box differs from the
+    prediction by the detector's jitter; carried by the tracker's estimates (smooth), the centre
+    stays on the object; carried by the boxes themselves, it jumps with the jitter."""
+    errors = {}
+    with Track(min_hits=1) as track, Classify(model=str(mean_model), decoder="test_centroid", on=["box"],
+                                              reclassify=3) as cls:
+        for f, true_x in jittery_detections(60, every=2):
+            f = track(f)
+            if not estimates:
+                f.attrs = {k: v for k, v in f.attrs.items() if k[1] != TRACK_BOXES}
+            done = cls(f)
+            if len(done.detections) and "centre" in done.detections.attributes[0]:
+                errors[done.seq] = abs(done.detections.attributes[0]["centre"][0] - true_x)
+    detection_frames = [e for seq, e in errors.items() if seq % 2 == 0 and seq >= 20]
+    assert len(errors) >= 55
+    if estimates:
+        assert max(detection_frames) < 4.0, errors
+    else:
+        assert max(detection_frames) > 6.0, errors
 
 def test_a_stage_whose_on_labels_never_came_says_which_did(mean_model: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="vapipe"):
