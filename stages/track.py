@@ -22,8 +22,8 @@ gives the same ids.
   keypoints (moved with the box) and detector attributes of its last
   detection, and ``attributes["predicted"] = True`` (with ``unmatched: keep``
   also tracks not yet confirmed, with ``track_id`` -1).  On frames where nothing
-  moved (a gating stage set ``STILL``) boxes stay where they are and lost
-  tracks do not age.
+  moved (a gating stage set ``STILL``) boxes stay where they are; lost tracks
+  age all the same (``lost_frames`` counts every frame).
 
 Tracks that end (lost for too long) are listed on that frame in
 ``frame.attrs[(name, TRACKS_ENDED)]``; the filter's box of every tracked object is in

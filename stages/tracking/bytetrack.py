@@ -20,7 +20,8 @@ Per detection frame (:meth:`ByteTracker.update`):
 
 Between detection frames (:meth:`ByteTracker.predict`) the tracked boxes move
 on by the filter's prediction; on frames where nothing moved (``still``) they
-stay where they are and lost tracks do not age.
+stay where they are; lost tracks age on every frame (an object that left stays gone
+however still the scene, and its track ends ``lost_frames`` later, as without gating).
 
 With motion regions (``motion``: a motion detector watched the frame), a
 tracked object the detector missed where nothing moved is *held*: it stays
@@ -273,9 +274,12 @@ class ByteTracker:
 
     def _advance(self, steps: int, still: bool) -> None:
         t = self.tracks
-        if still or not len(t):
+        if not len(t):
             return
         steps = int(min(max(steps, 1), MAX_STEPS))
+        if still:  # boxes stay where they are; lost tracks age all the same
+            t.unseen = [u + steps if s == LOST else u for u, s in zip(t.unseen, t.state)]
+            return
         t.mean, t.cov = self.kalman.predict(t.mean, t.cov, steps)
         t.unseen = [u + steps for u in t.unseen]
 

@@ -48,7 +48,7 @@ def test_frames_without_detection_carry_every_tracked_object_at_its_predicted_bo
     assert np.allclose(out.keypoints[0], [[moving(12)[0] + 20, 60]], atol=1.0)
 
 
-def test_still_frames_hold_boxes_and_do_not_age_lost_tracks() -> None:
+def test_still_frames_hold_boxes_and_lost_tracks_age_through_them() -> None:
     with Track(lost_frames=5) as t:
         for s in range(6):
             t(frame(s, [moving(s)]))
@@ -61,7 +61,16 @@ def test_still_frames_hold_boxes_and_do_not_age_lost_tracks() -> None:
         for s in range(30, 33):  # detector sees nothing: lost, but ids survive 5 frames
             t(frame(s, []))
         back = t(frame(33, [held[-1].tolist()])).detections
-    assert back.track_id.tolist() == [1]
+        assert back.track_id.tolist() == [1]
+        t(frame(34, []))  # gone (it walked out): lost
+        ended = []
+        for s in range(35, 45):  # an empty, still scene: the lost track's buffer runs out all the same
+            f = frame(s, [], detected=False)
+            f.attrs[("motion", STILL)] = True
+            ended += [(s, t(f).attrs.get((t.name, TRACKS_ENDED)))]
+        newcomer = [t(frame(s, [held[-1].tolist()])).detections.track_id.tolist() for s in (45, 46)]
+    assert [e for e in ended if e[1]] == [(39, [1])]  # unseen since 33: more than 5 frames at 39
+    assert newcomer == [[-1], [2]]  # someone else at the same place gets a new id
 
 
 def test_a_lost_track_is_found_again_within_its_buffer_and_ends_after_it() -> None:

@@ -136,3 +136,28 @@ def test_one_id_per_bottle_put_on_the_table(shared_models_dir: Path, videos_dir:
     taken = [(195, 215), (495, 535), (495, 535), (940, 960)]  # last seen as the hand lifts them
     assert all(a <= e <= b for e, (a, b) in zip(ends[:4], taken)), ends
     assert ends[4:] == [1188] * 3, ends  # three stand to the last frame
+
+
+def test_shipped_people_counting_never_gives_one_id_to_two_people(videos_dir: Path, tmp_path: Path) -> None:
+    """The shipped motion-gated ``people_counting`` on ``one-by-one-person-detection.mp4`` (the
+    people and frames of ``test_one_person_id_per_person_who_enters``).  Between two people the
+    scene is empty and still, for up to 60 frames: a lost track must still end after
+    ``lost_frames``, or the next person to enter takes the last one's id."""
+    from pipeline.config import load_pipeline
+
+    spec = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines.yaml", "people_counting")
+    spec = apply_overrides(spec, [f"encode.path={tmp_path / 'out.mp4'}"])
+    clip = videos_dir / "one-by-one-person-detection.mp4"
+    summary = run_pipeline(build_graph(spec), [str(clip)], RunOptions(output_dir=tmp_path, handle_signals=False))
+    assert summary.error is None
+    spans: dict[int, list[int]] = {}
+    for line in (tmp_path / f"{clip.stem}.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for obj in record.get("objects", []):
+            if obj["track_id"] is not None:
+                spans.setdefault(obj["track_id"], [record["seq"], record["seq"]])[1] = record["seq"]
+    people = [(62, 195), (228, 445), (505, 697), (748, 870), (925, 1195), (1237, 1365)]
+    whose = {tid: [i for i, (a, b) in enumerate(people) if a - 5 <= first and last <= b + 5]
+             for tid, (first, last) in spans.items()}
+    assert all(len(w) == 1 for w in whose.values()), spans  # every id within one person's visit
+    assert sorted({w[0] for w in whose.values()}) == list(range(6))  # and everyone got one
