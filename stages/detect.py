@@ -34,8 +34,10 @@ class Detect(InferStage):
     """Runs a detector; each camera keeps ``requests`` inferences in flight.
 
     Every frame gets ``frame.attrs[(name, DETECTION_RAN)]``: True when the model ran on it.
-    It runs on frames 0, N, 2N, ... (``every: N``, as DL Streamer's ``inference-interval``)
-    whose gates are open (``GATE`` attributes, e.g. from a motion stage; none: open).
+    It runs on frames 0, N, 2N, ... of each source (``every: N``, as DL Streamer's
+    ``inference-interval``), counted over the frames whose gates are open (``GATE``
+    attributes, e.g. from a motion stage; none: open); a closed gate restarts the count, so
+    the first frame a gate opens (motion, a refresh) is always detected.
     """
 
     provides: ClassVar[frozenset[str]] = frozenset({"detections"})
@@ -80,6 +82,8 @@ class Detect(InferStage):
             log.info("%s: %s", self.name, self.adapter.describe())
         self._routes: dict[tuple[int, int], _Route] = {}
         self._count = getattr(self, "_count", 0)  # kept when the stage is reconfigured mid-run
+        #: per source: frames with open gates since the last closed one (the every-N phase)
+        self._open_run: dict[str, int] = getattr(self, "_open_run", {})
         #: chosen path per source size, with the measured milliseconds per frame of each candidate
         self.choices: dict[tuple[int, int], tuple[str, dict[str, float]]] = {}
         if not hasattr(self.adapter, "input_size"):
@@ -168,7 +172,13 @@ class Detect(InferStage):
 
     def wants(self, frame: Frame) -> bool:
         self._count += 1
-        run = (self._count - 1) % self.params.every == 0 and all(attr_values(frame, GATE))
+        if all(attr_values(frame, GATE)):
+            k = self._open_run.get(frame.source_id, 0)
+            self._open_run[frame.source_id] = k + 1
+            run = k % self.params.every == 0
+        else:
+            self._open_run[frame.source_id] = 0
+            run = False
         frame.attrs[(self.name, DETECTION_RAN)] = run
         return run
 

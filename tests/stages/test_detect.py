@@ -104,6 +104,20 @@ def test_every_n_lets_frames_pass_without_inference_in_order(clip: Path) -> None
     assert all(len(f.detections) == 0 for f in frames if f.seq % 3)
 
 
+def test_every_n_counts_per_source_over_open_gates_and_restarts_when_a_gate_closes() -> None:
+    """Gates as a motion stage sets them: open frames 0-6 and 20-21 (motion), 12 (a refresh)."""
+    from pipeline.frame import GATE, Frame
+
+    ran: dict[str, list[int]] = {"a": [], "b": []}
+    with Detect(model="mediapipe/pose_detection", decoder="pose", every=3) as det:
+        for seq in range(24):
+            for source in ("a", "b"):  # two cameras, frames interleaved: each keeps its own count
+                frame = Frame(source, seq, 64, 48)
+                frame.attrs[("motion", GATE)] = seq <= 6 or seq == 12 or seq in (20, 21)
+                if det.wants(frame):
+                    ran[source].append(seq)
+    assert ran["a"] == ran["b"] == [0, 3, 6, 12, 20]
+
 def test_unknown_decoder_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
                                          r"ssd.*yolo.*yolo_end2end.*yolov5.*yolox"):
