@@ -62,9 +62,11 @@ class TransformedFrame(Frame):
 
     def original(self) -> Frame:
         """The source frame with this view's detections mapped back to source pixels (mapped
-        again on every call; the returned frame is shared by the calls)."""
+        again on every call; the returned frame is shared by the calls) and this view's attrs
+        (what stages after the view added: records, events)."""
         src = self.source
         src.detections = self.geometry.detections_to_source(self.detections)
+        src.attrs = self.attrs
         return src
 
     def image(self) -> np.ndarray:

@@ -233,5 +233,9 @@ class ViewGeometry:
     def detections_to_view(self, dets: Detections) -> Detections:
         return map_detections(self.matrix, dets)
 
+    def boxes_to_view(self, xyxy: Any) -> np.ndarray:
+        """(N, 4) boxes in source pixels -> the (N, 4) boxes around their corners in the view."""
+        return _map_boxes(self.matrix, np.asarray(xyxy, np.float64).reshape(-1, 4))
+
     def detections_to_source(self, dets: Detections) -> Detections:
         return map_detections(self.inverse, dets)

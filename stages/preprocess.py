@@ -25,11 +25,13 @@ import numpy as np
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from pipeline.frame import Frame
+from pipeline.frame import OVERLAY, Frame
 from pipeline.frame_view import BufferPool, TransformedFrame, detached, masked
 from pipeline.geometry import ViewGeometry, scaled_size
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
+
+from .motion import BOXES as MOTION_BOXES
 
 __all__ = ["Preprocess"]
 
@@ -122,7 +124,9 @@ class Preprocess(Stage):
         if not isinstance(frame, TransformedFrame) and step.is_identity:
             source.detections = frame.detections  # masks only: the frame keeps its geometry
             return source
-        return TransformedFrame.view_of(frame, source, geometry, step.detections_to_view(frame.detections))
+        view = TransformedFrame.view_of(frame, source, geometry, step.detections_to_view(frame.detections))
+        view.attrs = _attrs_to_view(frame.attrs, step)
+        return view
 
     # geometry per incoming frame size ------------------------------------------------------
     def _plan(self, width: int, height: int) -> tuple[ViewGeometry, list[np.ndarray]]:
@@ -174,3 +178,15 @@ def _crop_pixels(crop: list[float], width: int, height: int) -> tuple[int, int, 
 def _area(points: np.ndarray) -> float:
     x, y = points[:, 0], points[:, 1]
     return abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))) / 2
+
+
+def _attrs_to_view(attrs: dict[Any, Any], step: ViewGeometry) -> dict[Any, Any]:
+    """The frame's shared attributes for the view: those in pixels that earlier stages set (a
+    motion stage's regions, shapes to draw) mapped into it; the incoming frame keeps its own."""
+    out = dict(attrs)
+    for key, value in attrs.items():
+        if key[1] == MOTION_BOXES:
+            out[key] = step.boxes_to_view(value).astype(np.float32)
+        elif key[1] == OVERLAY:
+            out[key] = [shape.mapped(step.to_view) for shape in value]
+    return out

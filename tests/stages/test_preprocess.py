@@ -187,3 +187,28 @@ def test_process_works_without_open_as_in_a_with_block() -> None:
     view = Preprocess(rotate=180).process(Frame.from_image(image))
     assert (view.width, view.height) == (W, H)
     assert view.image()[H - 10:, W - 20:].min() == 255 and view.image()[:10, :20].max() == 0
+
+
+def test_a_motion_stage_before_the_view_has_its_regions_and_drawing_mapped_into_it() -> None:
+    """Motion watches the whole camera picture; the models see its right half: the regions the
+    tracker compares with boxes, and the shapes the video sink draws, are in the view's pixels
+    after ``preprocess`` (the sink maps shapes back), while the camera frame keeps its own."""
+    from pipeline.frame import OVERLAY
+    from stages.motion import BOXES, Motion
+
+    def picture(x: int) -> np.ndarray:
+        image = np.full((240, 320, 3), 90, np.uint8)
+        image[100:140, x:x + 30] = 250
+        return image
+
+    with Motion(calibration_frames=2, draw=True, name="motion") as motion, \
+            Preprocess(crop=[0.5, 0, 1, 1], name="prep") as prep:
+        for seq in range(6):
+            frame = motion(Frame.from_image(picture(180 + 10 * seq), "cam", seq))
+            view = prep(frame)
+    camera_boxes = frame.attrs[("motion", BOXES)]
+    assert len(camera_boxes) >= 1 and camera_boxes[:, 0].min() >= 160  # the square, in camera pixels
+    view_boxes = view.attrs[("motion", BOXES)]
+    assert np.allclose(view_boxes, camera_boxes - [160, 0, 160, 0])
+    assert np.allclose(view.attrs[("motion", OVERLAY)][0].points[0], camera_boxes[0, :2] - [160, 0])
+    assert view.original().attrs is view.attrs  # sinks read what stages after the view added
