@@ -14,6 +14,8 @@ log = logging.getLogger("vapipe.cluster")
 
 #: used when nothing can be measured here (e.g. the driver has no models)
 DEFAULT_CPUS_PER_CAMERA = 1.0
+#: frames per second a camera is sized for when --camera-fps is not given
+DEFAULT_CAMERA_FPS = 25.0
 
 
 def camera_cost_ms(graph: Any, sources: list[str], overrides: dict[str, dict[str, Any]] | None = None) -> float:

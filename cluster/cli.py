@@ -22,7 +22,7 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
     prints the summary (table or ``--json``); returns the exit code."""
     from pipeline.graph import build_graph
 
-    from .capacity import cpus_per_camera
+    from .capacity import DEFAULT_CAMERA_FPS, cpus_per_camera
     from .connect import connect, parse_address, require_ray
     from .supervisor import ClusterOptions, ClusterRun
 
@@ -35,7 +35,10 @@ def run_on_cluster(args: Any, spec: Any, config_path: str) -> int:
     if cpus is not None and cpus <= 0:
         raise ValueError(f"--cpus-per-camera must be > 0, got {cpus}")
     if cpus is None:
-        cpus = cpus_per_camera(build_graph(spec, config_path), args.source, args.camera_fps)
+        fps = DEFAULT_CAMERA_FPS if args.camera_fps is None else args.camera_fps
+        if fps <= 0:
+            raise ValueError(f"--camera-fps must be > 0, got {fps}")
+        cpus = cpus_per_camera(build_graph(spec, config_path), args.source, fps)
     address = connect(args.cluster, log_to_driver=not args.json)
     if args.cameras_per_actor is not None and args.cameras_per_actor < 1:
         raise ValueError(f"--cameras-per-actor must be >= 1, got {args.cameras_per_actor}")

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the others when a node dies")
     r.add_argument("--cpus-per-camera", type=float, default=None, metavar="F",
                    help="with --cluster: Ray CPUs reserved per camera (default: its measured cost at --camera-fps)")
-    r.add_argument("--camera-fps", type=float, default=25.0, metavar="FPS",
+    r.add_argument("--camera-fps", type=float, default=None, metavar="FPS",
                    help="with --cluster: the frame rate the default --cpus-per-camera is sized for (default 25)")
     r.add_argument("--cameras-per-actor", type=int, default=None, metavar="N",
                    help="with --cluster: cameras per actor process at most (default 32)")
@@ -313,6 +313,10 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
     if args.cores is not None and args.cores < 0:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
+    cluster_flags = {"--cpus-per-camera": args.cpus_per_camera, "--camera-fps": args.camera_fps,
+                     "--cameras-per-actor": args.cameras_per_actor}
+    if not args.cluster and any(v is not None for v in cluster_flags.values()):
+        raise CliError(f"{next(k for k, v in cluster_flags.items() if v is not None)} needs --cluster")
     if args.cluster:
         from cluster.cli import run_on_cluster  # the cluster layer imports the core, never the reverse
 

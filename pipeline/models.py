@@ -120,7 +120,8 @@ def _looks_like_path(ref: str, p: Path) -> bool:
 def resolve_model(ref: str) -> Path:
     """A catalogue name (e.g. ``mediapipe/face_detection_short_range``), a file or model directory
     path, or the name of a model in the models directory (``NAME.xml``/``.onnx``/``.tflite``,
-    ``NAME_openvino_model/``, ``NAME_int8_openvino_model/``) -> existing model file."""
+    ``NAME_openvino_model/``, ``NAME_int8_openvino_model/``; a relative path not found from the
+    working directory is looked for there too) -> existing model file."""
     root = models_dir()
     spec = MODELS.get(ref)
     if spec is not None:
@@ -131,6 +132,8 @@ def resolve_model(ref: str) -> Path:
             f"model {ref!r} not found in {root} (expected {path}); run 'vapipe models pull'")
     p = Path(ref).expanduser()
     if _looks_like_path(ref, p):
+        if not p.exists() and not p.is_absolute() and not ref.startswith((".", "~")) and (root / p).exists():
+            p = root / p
         if p.is_file():
             return p
         if p.is_dir():

@@ -4,7 +4,7 @@ A stage has typed parameters (``Params``, a pydantic model that rejects
 unknown keys) and the lifecycle open → process* → close.  The same object
 works inside a graph and in a user's own loop::
 
-    with Detect(Detect.Params(model="mediapipe/face_detection_short_range")) as det:
+    with Detect(model="mediapipe/face_detection_short_range", decoder="blazeface") as det:
         frame = det(frame)
 
 Inference stages (:class:`InferStage`) additionally offer the asynchronous

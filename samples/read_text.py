@@ -3,8 +3,9 @@
     python samples/read_text.py OUTPUT_DIR
 
 Reads every ``*.jsonl`` written by the metadata sink in OUTPUT_DIR and lists
-each distinct line of text with the number of frames it was read in (lines
-cut by the frame edge, as scrolling text is while it enters, are left out).
+the lines of text read on the most frames (at most ``SHOWN``), each with the
+number of frames it was read in (lines cut by the frame edge, as scrolling
+text is while it enters, are left out), after the number of distinct lines.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+
+#: lines listed per file, most frequent first
+SHOWN = 30
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
@@ -41,7 +45,7 @@ def main(argv: list[str]) -> int:
                     texts[text] += 1
         print(f"\nText read in {frames} frames of {record.get('source', path.stem)} "
               f"({len(texts)} distinct lines, most frequent first):")
-        for text, n in texts.most_common(30):
+        for text, n in texts.most_common(SHOWN):
             print(f"  {n:4d}x  {text}")
         video = path.with_suffix(".mp4")
         print(f"\nannotated video: {video.resolve() if video.exists() else '(none)'}")

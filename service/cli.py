@@ -19,7 +19,7 @@ log = logging.getLogger("vapipe.serve")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vapipe serve", description="Serve pipelines over HTTP (DL Streamer Pipeline "
                                 "Server's REST API), with MQTT, Prometheus metrics and a live page.")
-    p.add_argument("--config", default=None, help="pipeline file (default: ./pipelines.yaml)")
+    p.add_argument("--config", default=None, help="pipeline file (default: $VAPIPE_CONFIG, else ./pipelines.yaml, else the shipped one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need "
                    "--token-file)")
     p.add_argument("--port", type=int, default=8080)
@@ -100,9 +100,10 @@ def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastA
     guard = Guard(args.allow_dir, args.allow_user_stages, token)
     catalog = Catalog(find_pipeline_file(args.config).path, guard)
     if args.cluster is not None:
+        from cluster.capacity import DEFAULT_CAMERA_FPS
         from cluster.service_backend import ClusterBackend  # the cluster layer, only when asked for
 
-        fps = 25.0 if args.camera_fps is None else args.camera_fps
+        fps = DEFAULT_CAMERA_FPS if args.camera_fps is None else args.camera_fps
         backend: Any = ClusterBackend(args.cluster, cpus_per_camera=args.cpus_per_camera, camera_fps=fps,
                                       cameras_per_actor=args.cameras_per_actor)
     else:

@@ -1,9 +1,11 @@
 """Object detection on whole frames with an OpenVINO model.
 
-The frame is scaled (letterboxed or stretched, as the model family needs)
-straight from the decoder's planes to the model's input size as uint8; colour
-order, float conversion and normalisation run inside the compiled model.
-Detections are added to ``frame.detections`` in source pixels.
+The frame is scaled to the model's input size as uint8 (letterboxed or
+stretched, as the model family needs) on the path ``resize`` chooses: straight
+from the decoder's planes on the host, or by the engine from the whole frame;
+colour order, float conversion and normalisation run inside the compiled
+OpenVINO model (on the host for ONNX Runtime).  Detections are added to
+``frame.detections`` in source pixels.
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ class DetectorSettings(PreprocessSettings):
 
 class ClassifierSettings(PreprocessSettings):
     heads: dict[str | int, dict[str, Any]] | None = Field(
-        None, description="attributes decoder: output name or index -> {type: softmax|multilabel|regression, "
-        "name, labels, threshold, scale}; default: every output")
+        None, description="attributes decoder: output name or index -> {type: softmax|multilabel|regression|point, "
+        "name, labels, threshold, scale, offset, activation, scores}; default: every output")
 
     def generic_fields_set(self) -> dict[str, Any]:
         return {k: v for k in ClassifierSettings.model_fields if (v := getattr(self, k)) is not None}

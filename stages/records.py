@@ -3,7 +3,7 @@
 ``vapipe`` (the JSON Lines of the CLI, see :mod:`stages.metadata`)::
 
     {"source", "seq", "pts_time", "width", "height", "objects": [{"label", "score", "box",
-     "track_id", "keypoints"?, "attributes"}]}          events: {"event", "source", "time", ...}
+     "track_id", "class_id"?, "keypoints"?, "attributes"}]}   events: {"event", "source", "time", ...}
 
 ``dlstreamer`` (the message shape of DL Streamer Pipeline Server, so its clients read it)::
 

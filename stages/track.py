@@ -81,7 +81,8 @@ class Track(Stage):
                               "gets an id")
         lost_frames: int = Field(30, ge=0, description="frames a lost track is kept for re-identification")
         lost_s: float | None = Field(None, gt=0, description="the same in seconds of source time (converted with "
-                                     "the source's frame rate, 25 if unknown); overrides lost_frames")
+                                     "the source's frame rate, which the runner sets: used alone, set the "
+                                     "stage's source_fps, else 25 is assumed); overrides lost_frames")
         duplicate_iou: float = Field(0.7, gt=0, le=1, description="an unmatched detection overlapping a matched "
                                      "one by this IoU is a duplicate and starts no track (1: off)")
         hold_misses: int = Field(2, ge=0, description="with a motion stage before the detector: detection frames "
@@ -104,7 +105,7 @@ class Track(Stage):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.source_fps: float | None = None  # set by the runtime
+        self.source_fps: float | None = None  # set by the runtime; in your own loop, set it for lost_s
         self._sources: dict[str, _Source] = {}
 
     @classmethod

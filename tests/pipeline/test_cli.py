@@ -441,3 +441,10 @@ def test_avi_source(cli_env, tmp_path: Path, pictures: tuple[Path, int]) -> None
     times = [r["pts_time"] for r in records]
     assert times[-1] - times[0] == pytest.approx(9 * 0.08, abs=1e-3)
     assert sum(len(r["objects"]) for r in records) >= 2 * people
+
+
+@pytest.mark.parametrize("flag, value", [("--cpus-per-camera", "0.5"), ("--camera-fps", "10"),
+                                         ("--cameras-per-actor", "4")])
+def test_cluster_options_without_a_cluster_are_refused(cli_env, clip: Path, flag: str, value: str) -> None:
+    line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip, flag, value))
+    assert line == f"vapipe: error: {flag} needs --cluster", line

@@ -113,6 +113,21 @@ def test_resolve_path(tmp_path: Path, mdir: Path) -> None:
         models.resolve_model(str(tmp_path / "none" / "x.xml"))
 
 
+def test_a_relative_path_not_in_the_working_directory_is_looked_for_in_the_models_directory(
+        tmp_path: Path, mdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (mdir / "yolo" / "y_openvino_model").mkdir(parents=True)
+    (mdir / "yolo" / "y_openvino_model" / "y.xml").write_text("<net/>")
+    (mdir / "yolo" / "x.onnx").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    assert models.resolve_model("yolo/x.onnx") == mdir / "yolo" / "x.onnx"
+    assert models.resolve_model("yolo/y_openvino_model/") == mdir / "yolo" / "y_openvino_model" / "y.xml"
+    (tmp_path / "yolo").mkdir()
+    (tmp_path / "yolo" / "x.onnx").write_bytes(b"mine")  # the working directory's comes first
+    assert models.resolve_model("yolo/x.onnx") == Path("yolo/x.onnx")
+    with pytest.raises(ModelNotFoundError, match="^model file not found: ./yolo/z.onnx"):
+        models.resolve_model("./yolo/z.onnx")  # explicitly relative: the working directory only
+
+
 def test_pull_extracts_and_skips_if_present(mdir: Path, fake_catalog: dict[str, bytes]) -> None:
     dl = FakeDownload(_members(fake_catalog))
     messages: list[str] = []
