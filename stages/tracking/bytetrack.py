@@ -5,7 +5,9 @@ Per detection frame (:meth:`ByteTracker.update`):
 1. every track is predicted to this frame (constant-velocity Kalman filter);
 2. detections scoring at least ``high_score`` are matched to all tracks
    (tracked, lost and not yet confirmed) by IoU with the predicted boxes (at
-   least ``match_iou``), with an optimal assignment (most overlap overall);
+   least ``match_iou``), with an optimal assignment (most overlap overall),
+   except that a track not yet confirmed whose box overlaps a confirmed one's
+   by ``SHADOW_IOU`` only takes the strong detections left over;
 3. detections between ``low_score`` and ``high_score`` are matched to the
    tracks still unmatched (IoU at least ``low_match_iou``): weak detections
    keep a track going (an occluded person) but never start one;
@@ -62,6 +64,9 @@ TRACKED, LOST, NEW = 0, 1, 2
 MAX_STEPS = 300
 #: IoU a class-agnostic match gives up when the detection's label is not the track's
 LABEL_CHANGE_COST = 0.1
+#: an unconfirmed track overlapping a confirmed one by this IoU matches only the strong detections
+#: the confirmed tracks left (a second box on one object must not take the object's detections)
+SHADOW_IOU = 0.5
 
 
 @dataclass(frozen=True)
@@ -176,14 +181,20 @@ class ByteTracker:
         high = np.flatnonzero(scores >= c.high_score)
         low = np.flatnonzero((scores >= c.low_score) & (scores < c.high_score))
         every = np.arange(len(t))
-        # 1. strong detections against every track (tracked, lost, not yet confirmed)
-        pairs, free_tracks, free_high = self._associate(every, high, boxes, labels, c.match_iou)
-        det_track[high[pairs[:, 1]]] = every[pairs[:, 0]]
+        shadowed = self._shadowed()
+        first, second = every[~shadowed], every[shadowed]
+        # 1. strong detections against every track (tracked, lost, not yet confirmed), except
+        # unconfirmed ones in a confirmed track's shadow, which take the strong ones left over
+        pairs, free_tracks, free_high = self._associate(first, high, boxes, labels, c.match_iou)
+        det_track[high[pairs[:, 1]]] = first[pairs[:, 0]]
+        rest = high[free_high]
+        pairs1, free_second, free_rest = self._associate(second, rest, boxes, labels, c.match_iou)
+        det_track[rest[pairs1[:, 1]]] = second[pairs1[:, 0]]
         # 2. weak detections against the tracks left over
-        left = every[free_tracks]
+        left = np.concatenate([first[free_tracks], second[free_second]])
         pairs2, _, _ = self._associate(left, low, boxes, labels, c.low_match_iou)
         det_track[low[pairs2[:, 1]]] = left[pairs2[:, 0]]
-        remaining = high[free_high]
+        remaining = rest[free_rest]
         self._correct(det_track, boxes, scores, labels, payloads)
         # unmatched tracks: confirmed ones become lost, unconfirmed ones are dropped
         matched = np.zeros(len(t), bool)
@@ -243,6 +254,18 @@ class ByteTracker:
         return dict(zip((t.ids[i] for i in rows), state_to_xyxy(t.mean[rows]))) if rows else {}
 
     # internals ------------------------------------------------------------------------------
+    def _shadowed(self) -> np.ndarray:
+        """Per track: True for one not yet confirmed whose box overlaps a confirmed track's (tracked
+        or lost) by :data:`SHADOW_IOU` or more: most likely a detector's second box on that object."""
+        t = self.tracks
+        state = np.array(t.state, np.int64)
+        new, confirmed = np.flatnonzero(state == NEW), np.flatnonzero(state != NEW)
+        out = np.zeros(len(t), bool)
+        if len(new) and len(confirmed):
+            boxes = state_to_xyxy(t.mean)
+            out[new] = iou_matrix(boxes[new], boxes[confirmed]).max(axis=1) >= SHADOW_IOU
+        return out
+
     def _held(self, missed: np.ndarray, before: np.ndarray | None, motion: np.ndarray | None) -> set[int]:
         """Rows of tracked objects in ``missed`` to hold in place: no motion region meets their box
         and they have not been held ``hold_misses`` times in a row.  Their motion is undone."""

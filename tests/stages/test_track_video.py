@@ -142,7 +142,9 @@ def test_shipped_people_counting_never_gives_one_id_to_two_people(videos_dir: Pa
     """The shipped motion-gated ``people_counting`` on ``one-by-one-person-detection.mp4`` (the
     people and frames of ``test_one_person_id_per_person_who_enters``).  Between two people the
     scene is empty and still, for up to 60 frames: a lost track must still end after
-    ``lost_frames``, or the next person to enter takes the last one's id."""
+    ``lost_frames``, or the next person to enter takes the last one's id.  Each of the six
+    enters and leaves the lower half once (none crosses the middle line: they stand too close
+    to the camera for their feet to rise above it)."""
     from pipeline.config import load_pipeline
 
     spec = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines.yaml", "people_counting")
@@ -151,8 +153,11 @@ def test_shipped_people_counting_never_gives_one_id_to_two_people(videos_dir: Pa
     summary = run_pipeline(build_graph(spec), [str(clip)], RunOptions(output_dir=tmp_path, handle_signals=False))
     assert summary.error is None
     spans: dict[int, list[int]] = {}
+    events: list[str] = []
     for line in (tmp_path / f"{clip.stem}.jsonl").read_text().splitlines():
         record = json.loads(line)
+        if "event" in record:
+            events.append(f"{record['event']} {record.get('zone', record.get('line'))}")
         for obj in record.get("objects", []):
             if obj["track_id"] is not None:
                 spans.setdefault(obj["track_id"], [record["seq"], record["seq"]])[1] = record["seq"]
@@ -161,3 +166,5 @@ def test_shipped_people_counting_never_gives_one_id_to_two_people(videos_dir: Pa
              for tid, (first, last) in spans.items()}
     assert all(len(w) == 1 for w in whose.values()), spans  # every id within one person's visit
     assert sorted({w[0] for w in whose.values()}) == list(range(6))  # and everyone got one
+    assert len(spans) == 6, spans  # one each: the pose detector's second boxes on a person start no id
+    assert sorted(events) == ["zone_enter lower_half"] * 6 + ["zone_exit lower_half"] * 6, events

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stages.tracking.bytetrack import ByteTracker
+from stages.tracking.bytetrack import ByteTracker, TrackerConfig
 
 #: YOLO11n's boxes on a white car driving out through the bottom of ``car-detection.mp4``
 #: (768x432), frames 324-346, as the planned runtime produced them: (label, score, x1, y1, x2, y2),
@@ -79,3 +79,30 @@ def test_a_still_object_the_detector_misses_where_nothing_moved_is_held() -> Non
             assert tracker.tracked() == []
         ids, _ = tracker.update(bottle, [0.8], ["bottle"])
         assert ids.tolist() == [1] and tracker.issued == 1  # found again: the same id either way
+
+
+
+def test_a_second_box_on_a_tracked_object_never_takes_its_detections() -> None:
+    """The pose detector's boxes on a person close to the camera (``one-by-one-person-detection.mp4``,
+    frames 924-946 of ``people_counting``, as its JSON Lines give them): twice a second, larger box
+    comes with the person's (IoU about 0.6, under ``duplicate_iou``) and starts a track; on the
+    frames after, the one box that comes overlaps that track's box more than the person's own
+    predicted box.  It must stay the person's: before, the second box's track took it, was
+    confirmed, and the person had two ids (and entered a zone three times)."""
+    frames = [
+        [([151, 159, 694, 432], .62)], [([166, 168, 678, 432], .77)], [([198, 134, 649, 432], .84)],
+        [([208, 114, 640, 432], .65), ([249, 83, 590, 424], .56)], [([221, 3, 647, 429], .68)],
+        [([187, 85, 695, 432], .58)], [([198, 0, 679, 432], .72)],
+        [([165, 0, 757, 432], .61), ([235, 66, 664, 432], .60)], [([199, 0, 726, 432], .62)],
+        [([191, 0, 727, 432], .69)], [([179, 0, 742, 432], .81)], [([202, 0, 726, 432], .80)],
+        [([250, 14, 655, 419], .83)], [([238, 12, 661, 432], .71), ([216, 0, 680, 402], .61)],
+        [([204, 0, 681, 432], .76), ([150, 0, 735, 432], .59)], [([203, 0, 675, 432], .82), ([141, 0, 743, 432], .58)],
+        [([199, 0, 685, 432], .91)], [([223, 0, 668, 432], .93)], [([222, 0, 670, 432], .96)],
+    ]
+    tracker = ByteTracker(TrackerConfig(min_hits=4))  # as people_counting
+    ids = set()
+    for dets in frames:
+        got, _ = tracker.update(np.array([b for b, _ in dets], float), np.array([s for _, s in dets]),
+                                ["person"] * len(dets), bounds=(768, 432))
+        ids.update(got[got > 0].tolist())
+    assert ids == {1} and tracker.issued == 1, (ids, tracker.issued)
