@@ -28,8 +28,8 @@ def reclassified_share(every: int) -> float:
 
 class ReclassifyCache:
     """Per (source, track id): the frame of the latest scheduled run and the latest result
-    with the object's box at that run (and the tracker's estimate of it, if known).  ``every`` N >= 2: run again N frames after the last run,
-    except that a track's second run comes ``track_id % N`` frames early, so that objects
+    with the object's box at that run (and the tracker's estimate of it, if known).
+    ``every`` N >= 2: run again N frames after the last run, except that a track's second run comes ``track_id % N`` frames early, so that objects
     found together (and the detector, which runs on the same frames) spread their
     inferences over the N frames instead of all landing on one; 0: run once per track."""
 

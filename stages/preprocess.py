@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from pipeline.frame import OVERLAY, Frame
+from pipeline.frame import OVERLAY, TRACK_BOXES, Frame
 from pipeline.frame_view import BufferPool, TransformedFrame, detached, masked
 from pipeline.geometry import ViewGeometry, scaled_size
 from pipeline.stage import Params as StageParams
@@ -182,11 +182,14 @@ def _area(points: np.ndarray) -> float:
 
 def _attrs_to_view(attrs: dict[Any, Any], step: ViewGeometry) -> dict[Any, Any]:
     """The frame's shared attributes for the view: those in pixels that earlier stages set (a
-    motion stage's regions, shapes to draw) mapped into it; the incoming frame keeps its own."""
+    motion stage's regions, a tracker's estimates, shapes to draw) mapped into it; the incoming
+    frame keeps its own."""
     out = dict(attrs)
     for key, value in attrs.items():
-        if key[1] == MOTION_BOXES:
+        if key[1] == MOTION_BOXES and isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[1] == 4:
             out[key] = step.boxes_to_view(value).astype(np.float32)
+        elif key[1] == TRACK_BOXES:
+            out[key] = {tid: step.boxes_to_view(box)[0] for tid, box in value.items()}
         elif key[1] == OVERLAY:
             out[key] = [shape.mapped(step.to_view) for shape in value]
     return out
