@@ -1,7 +1,8 @@
 """Motion detection that gates detection, for static cameras.
 
 Works on a small copy of the decoder's luma (Y) plane (``height`` rows; no
-colour conversion): blurred, compared with a running-average background
+colour conversion; the plane also when a sink had the frame converted, so the
+threshold means the same with and without an MP4): blurred, compared with a running-average background
 (``alpha`` per frame), thresholded (``threshold`` luma levels), dilated;
 connected regions of at least ``min_area`` (fraction of the frame) are motion.
 
@@ -151,7 +152,7 @@ class Motion(Stage):
         h = self.params.height
         w = max(1, round(frame.width * h / frame.height))
         av_frame = frame.av_frame
-        if not frame.has_image and av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p", "nv12",
+        if av_frame is not None and av_frame.format.name in ("yuv420p", "yuvj420p", "nv12",
                                                                                      "gray"):
             y = plane_array(av_frame.planes[0], av_frame.width)
         else:
