@@ -14,6 +14,7 @@ in flight per camera while results still leave in ``seq`` order.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import Any, ClassVar, Iterator
 
@@ -73,6 +74,7 @@ class Stage:
         self.name = name or type(self).__name__.lower()
         self.source_id = ""  # set by the runtime for per-camera instances
         self._opened = False
+        self._closed = False  # close() ran since the last open
 
     @classmethod
     def requires(cls, params: dict[str, Any]) -> dict[str, str]:
@@ -94,23 +96,41 @@ class Stage:
         return frame
 
     def close(self) -> None:
-        """Release resources; flush outputs.  Safe to call more than once."""
+        """Release resources; flush outputs.  Safe to call more than once.  A ``with`` block
+        (or a source's ``frames()``) after it opens the stage again; frames handed to a closed
+        stage otherwise get what the stage does with late frames (a video sink drops them)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("close")
+        if own is not None and not getattr(own, "_marks_closed", False):
+            @functools.wraps(own)
+            def close(self: Stage, *args: Any, **kw: Any) -> Any:
+                try:
+                    return own(self, *args, **kw)
+                finally:
+                    self._closed = True  # whatever a subclass's close does: a with block reopens
+
+            close._marks_closed = True  # type: ignore[attr-defined]
+            cls.close = close  # type: ignore[method-assign]
 
     # conveniences ---------------------------------------------------------------
     def __enter__(self) -> Stage:
-        self.ensure_open()
+        self.ensure_open(reopen=True)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
         self._opened = False
 
-    def ensure_open(self) -> None:
-        if not self._opened:
+    def ensure_open(self, reopen: bool = False) -> None:
+        """Open the stage unless it is open; with ``reopen`` also if it was closed since."""
+        if not self._opened or (reopen and self._closed):
             self.open()
-            self._opened = True
+            self._opened, self._closed = True, False
 
     def __call__(self, frame: Frame) -> Frame | None:
+        _check_frame(self, frame)
         self.ensure_open()
         return self.process(frame)
 
@@ -214,6 +234,7 @@ class InferStage(Stage):
     # async API -------------------------------------------------------------------------
     def submit(self, frame: Frame) -> None:
         """Start work on ``frame`` (opens the stage on first use); collect it with poll/pop_oldest/drain."""
+        _check_frame(self, frame)
         self.ensure_open()
         if self._reconfigure is not None:
             self._apply_reconfigure()
@@ -276,6 +297,11 @@ class InferStage(Stage):
     max_in_flight: int = 12
 
     def process(self, frame: Frame) -> Frame | None:
+        """``frame`` with its results (waits for them).  Not mixed with the async API: frames
+        submitted before and not collected would be lost, so that is an error."""
+        if self._pending:
+            raise StageError(f"stage {self.name!r}: {len(self._pending)} frame(s) submitted with submit() are "
+                             "still in flight; collect them with poll() or drain() before calling the stage")
         self.submit(frame)
         done = self.drain()
         return done[-1] if done else None
@@ -311,10 +337,17 @@ class SourceStage(Stage):
         return unit is None
 
     def frames(self) -> Iterator[Frame]:
-        """Every frame, read and decoded in the calling thread (embedding without a runtime)."""
-        self.ensure_open()
+        """Every frame, read and decoded in the calling thread (embedding without a runtime); from
+        the start again after ``close()``."""
+        self.ensure_open(reopen=True)
         for unit in self.units():
             yield from self.decode_unit(unit)
+
+
+def _check_frame(stage: Stage, frame: Any) -> None:
+    if not isinstance(frame, Frame):
+        raise TypeError(f"stage {stage.name!r} takes a pipeline.frame.Frame, got {type(frame).__name__}; "
+                        "make one from a BGR image with Frame.from_image(image, source_id, seq)")
 
 
 def _first_field(params: type[BaseModel]) -> str:

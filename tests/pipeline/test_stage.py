@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
+from pipeline.frame import Frame
+from pipeline.stage import Stage, StageError
 from stages.decode import Decode
 from stages.detect import Detect
 from stages.track import Track
@@ -32,3 +37,56 @@ def test_bad_parameters_are_one_line_naming_the_stage_and_the_parameter(make, er
     with pytest.raises(error, match=message) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+class _Counting(Stage):
+    """Counts opens and closes; its close does not call the base class's."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)
+        self.opens = self.closes = 0
+
+    def open(self) -> None:
+        self.opens += 1
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_a_with_block_opens_a_stage_closed_before_it() -> None:
+    stage = _Counting()
+    frame = Frame.from_image(np.zeros((8, 8, 3), np.uint8))
+    stage(frame)  # opened on first use
+    stage.close()
+    with stage:  # closed by hand: the block opens it again
+        stage(frame)
+    assert (stage.opens, stage.closes) == (2, 2)
+    with stage:
+        pass
+    assert (stage.opens, stage.closes) == (3, 3)
+
+
+def test_a_source_reads_from_the_start_again_after_close(tmp_path: Path) -> None:
+    from tests.media import ClipSpec, write_clip
+
+    source = Decode(uri=str(write_clip(tmp_path / "c.mp4", ClipSpec(frames=6))))
+    assert [f.seq for f in source.frames()] == list(range(6))
+    source.close()
+    assert [f.seq for f in source.frames()] == list(range(6))
+    source.close()
+
+
+def test_anything_but_a_frame_is_refused_in_one_line() -> None:
+    with pytest.raises(TypeError, match=r"^stage '_counting' takes a pipeline.frame.Frame, got ndarray; make one "
+                                        r"from a BGR image with Frame.from_image"):
+        _Counting()(np.zeros((8, 8, 3), np.uint8))  # type: ignore[arg-type]
+
+
+def test_calling_an_inference_stage_with_frames_submitted_and_not_collected_is_an_error() -> None:
+    image = np.zeros((96, 128, 3), np.uint8)
+    with Detect(model="mediapipe/face_detection_short_range", decoder="blazeface") as det:
+        det.submit(Frame.from_image(image, "cam", 0))
+        with pytest.raises(StageError, match=r"1 frame\(s\) submitted with submit\(\) are still in flight"):
+            det(Frame.from_image(image, "cam", 1))
+        assert [f.seq for f in det.drain()] == [0]  # nothing was lost
+        assert det(Frame.from_image(image, "cam", 2)).seq == 2
