@@ -82,10 +82,12 @@ class LocalHandle:
             while not self.session.wait(0.25):
                 pass
         finally:
-            self.session.close()
-            self.live.close()
-            self._done.set()
-            self._on_end(self)
+            try:
+                self.session.close()
+                self.live.close()
+                self._on_end(self)  # the instance's final state before stop() returns (DELETE answers it)
+            finally:
+                self._done.set()
 
     def add_source(self, uri: str) -> str:
         if self._done.is_set():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import ipaddress
 import logging
@@ -122,6 +123,19 @@ def build_server(app: Any, host: str, port: int) -> Any:
             app.state.closing.set()
             super().handle_exit(sig, frame)
 
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            # uvicorn re-raises the captured SIGTERM/SIGINT once it has stopped serving, which
+            # would kill the process (SIGTERM's default action) before main() stops the instances
+            # and finalises their outputs: keep the signal and let main() exit with 128 + signal.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", [])
+                    self.exit_signals = list(captured)
+                    captured.clear()
+
     return Server(uvicorn.Config(app, host=host, port=port, access_log=False, log_level="warning",
                                  timeout_graceful_shutdown=5))
 
@@ -152,8 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.run()
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping instances must not be interrupted
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         manager.close()
-    return 0
+    signals = getattr(server, "exit_signals", [])
+    return 128 + int(signals[0]) if signals else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

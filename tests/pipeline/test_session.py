@@ -175,3 +175,13 @@ def test_waiting_for_the_last_frames_after_the_reader_ended_costs_no_cpu(tmp_pat
         assert session.close().error is None
     assert drain_wall >= 0.3, drain_wall  # the reader did end well before the last frame
     assert drain_cpu <= 0.1 * drain_wall, (drain_cpu, drain_wall)
+
+
+def test_reconnects_count_every_connection_after_the_first() -> None:
+    """A camera back at the first attempt reconnected too (no ``reconnecting`` backoff event)."""
+    from pipeline.session import reconnects
+
+    assert reconnects({"connecting": 1, "streaming": 1}) == 0
+    assert reconnects({"connecting": 2, "streaming": 2, "stalled": 1}) == 1  # back at once
+    assert reconnects({"connecting": 4, "reconnecting": 2, "streaming": 2, "ended": 1}) == 3
+    assert reconnects({}) == 0
