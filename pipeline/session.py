@@ -49,12 +49,6 @@ class SourceInfo(dict):
     """Live view of one source (plain dict: ``as JSON``); see :meth:`Session.sources`."""
 
 
-def reconnects(events: dict[str, int]) -> int:
-    """Reconnections of a source from its state-change counts: connection attempts after the
-    first, whether the camera was back at once or only after backoff waits."""
-    return max(0, events.get("connecting", 0) - 1)
-
-
 class Session:
     """Runs ``graph`` on a changing set of sources in this process.
 
@@ -340,6 +334,14 @@ class Session:
         return self.summary()
 
     # statistics ------------------------------------------------------------------------
+    def freeze_latencies(self) -> None:
+        """Drop the latency samples of a closed session, keeping their summaries and histograms
+        (a server keeps finished instances for their records)."""
+        with self._lock:
+            cams = list(self._cameras.values()) + self._removed
+        for stats in [*self.stage_stats.values(), *(c.stats.latency for c in cams)]:
+            stats.freeze()
+
     def cameras(self) -> list[Camera]:
         with self._lock:
             return list(self._cameras.values())
@@ -358,7 +360,7 @@ class Session:
             out.append(SourceInfo(
                 id=cam.source_id, uri=cam.uri, state=state, frames=s.processed, decoded=s.decoded, fps=s.fps,
                 dropped=dropped, decode_errors=getattr(cam.source, "decode_errors", s.decode_errors),
-                reconnects=reconnects(s.events), skipped_errors=s.skipped_errors, error=s.error,
+                reconnects=s.reconnects, skipped_errors=s.skipped_errors, error=s.error,
                 queue_packets=len(cam.units), queue_frames=len(cam.frames),
                 in_flight={n: st.in_flight for n, st in cam.stages.items() if isinstance(st, InferStage)},
                 latency=s.latency))

@@ -27,23 +27,38 @@ class LatencyStats:
         self.count = 0
         self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         self.total_ms = 0.0
+        self._frozen: dict[str, float] | None = None
+
+    def freeze(self) -> None:
+        """Keep :meth:`summary` as it is now and drop the samples (160 KB at the default
+        ``keep``), for a finished run kept for its records; count, buckets and total stay."""
+        if self._frozen is None:
+            self._frozen = self.summary()
+            self._ring = np.zeros(0, np.float64)
 
     def add(self, ms: float) -> None:
+        if self._frozen is not None:
+            return
         self._ring[self.count % len(self._ring)] = ms
         self.count += 1
         self.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
         self.total_ms += ms
 
     def samples(self) -> np.ndarray:
-        """The kept samples (ms), oldest first (a copy)."""
+        """The kept samples (ms), oldest first (a copy); none once frozen."""
         n = len(self._ring)
+        if not n:
+            return self._ring.copy()
         if self.count <= n:
             return self._ring[:self.count].copy()
         head = self.count % n
         return np.concatenate([self._ring[head:], self._ring[:head]])
 
     def summary(self, skip: int = 0) -> dict[str, float]:
-        """Count, mean and percentiles of the kept samples, leaving out the ``skip`` oldest."""
+        """Count, mean and percentiles of the kept samples, leaving out the ``skip`` oldest (once
+        frozen: the summary at that moment)."""
+        if self._frozen is not None:
+            return dict(self._frozen)
         a = self.samples()[skip:] if skip else self._ring[:min(self.count, len(self._ring))]
         if not len(a):
             return {"count": 0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
@@ -77,6 +92,12 @@ class SourceStats:
     last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def reconnects(self) -> int:
+        """Reconnections of a live source: connection attempts after the first, whether the
+        camera was back at once or only after backoff waits."""
+        return max(0, self.events.get("connecting", 0) - 1)
 
     def frame_out(self, captured_ns: int, seq: int | None = None) -> None:
         now = time.monotonic()

@@ -84,6 +84,7 @@ class LocalHandle:
         finally:
             try:
                 self.session.close()
+                self.session.freeze_latencies()
                 self.live.close()
                 self._on_end(self)  # the instance's final state before stop() returns (DELETE answers it)
             finally:

@@ -179,7 +179,10 @@ def test_waiting_for_the_last_frames_after_the_reader_ended_costs_no_cpu(tmp_pat
 
 def test_reconnects_count_every_connection_after_the_first() -> None:
     """A camera back at the first attempt reconnected too (no ``reconnecting`` backoff event)."""
-    from pipeline.session import reconnects
+    from pipeline.stats import SourceStats
+
+    def reconnects(events: dict[str, int]) -> int:
+        return SourceStats("cam", events=events).reconnects
 
     assert reconnects({"connecting": 1, "streaming": 1}) == 0
     assert reconnects({"connecting": 2, "streaming": 2, "stalled": 1}) == 1  # back at once

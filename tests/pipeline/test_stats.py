@@ -63,3 +63,15 @@ def test_a_source_counts_the_frames_its_queues_dropped_after_a_given_time() -> N
     stats = SourceStats("cam", dropped=queue.dropped, drop_times=sorted(queue.drop_times))
     assert stats.dropped_after(later) == 1
     assert stats.dropped_after(0.0) == 2
+
+
+def test_a_frozen_record_keeps_its_summary_and_histogram_without_the_samples() -> None:
+    lat = LatencyStats()
+    for ms in (3.0, 7.0, 40.0, 400.0):
+        lat.add(ms)
+    summary, buckets = lat.summary(), list(lat.buckets)
+    lat.freeze()
+    assert lat._ring.nbytes == 0  # the 20,000-sample ring is gone
+    assert lat.summary() == summary and lat.buckets == buckets and lat.count == 4 and len(lat.samples()) == 0
+    lat.add(1.0)  # late samples change nothing
+    assert lat.summary() == summary and lat.count == 4
