@@ -187,7 +187,10 @@ class Frame:
                    pts: int | None = None, time_base: Fraction | None = None) -> Frame:
         """Wrap a BGR uint8 image (H, W, 3), H and W at least 1; the frame takes ownership of the
         array.  Convert other images first (``cv2.cvtColor`` with ``COLOR_GRAY2BGR``,
-        ``COLOR_BGRA2BGR`` or ``COLOR_RGB2BGR``)."""
+        ``COLOR_BGRA2BGR`` or ``COLOR_RGB2BGR``).  ``seq`` is the frame's number in its source
+        (0, 1, 2, ...): without ``pts`` and ``time_base``, stages that keep time (the MP4's
+        timing, motion's refresh, zone dwell times, the tracker's ``lost_s``) read it from ``seq``
+        at the source's rate, so number the frames of a stream."""
         if not isinstance(image, np.ndarray):
             raise TypeError(f"Frame.from_image expects a BGR uint8 numpy array (H, W, 3), got {type(image).__name__}")
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8 or 0 in image.shape:

@@ -115,6 +115,8 @@ class Encode(Stage):
         self._close_pending = False
         self._finished = False
         self._late_logged = False
+        self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
+        self._repeat_logged = False
 
     # lifecycle ------------------------------------------------------------------
     def open(self) -> None:
@@ -301,8 +303,18 @@ class Encode(Stage):
             pts = round(t / self._tb) + self._offset
         elif self._use_ts:  # timestamps stopped: one nominal interval later
             pts = (self._last_pts if self._last_pts is not None else -self._step()) + self._step()
+        elif self._last_seq is not None and frame.seq <= self._last_seq and self._last_pts is not None:
+            # frames built by hand that all keep seq 0: one nominal interval each, not one tick
+            if not self._repeat_logged:
+                self._repeat_logged = True
+                log.warning("%s: frames without timestamps repeat seq %d; each is written %s s after the last "
+                            "(number them: Frame.from_image(image, source_id, seq))", self.name, frame.seq,
+                            round(1 / self.nominal_fps, 4))
+            pts = self._last_pts + self._step()
         else:
             pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.nominal_fps) / self._tb)
+        if not self._use_ts:
+            self._last_seq = frame.seq
         last = self._last_pts
         if last is not None and pts <= last:
             if self._use_ts and (last - pts) * self._tb > _RESTART_JUMP:

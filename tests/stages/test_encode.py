@@ -75,6 +75,21 @@ def test_frame_count_size_and_timestamps(tmp_path: Path) -> None:
     assert img[10:50, 10:70, 1].mean() > 150 and img[80:, 100:, 1].mean() < 60
 
 
+def test_frames_made_by_hand_that_all_keep_seq_0_are_a_frame_interval_apart(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``Frame.from_image(image)`` numbers every frame 0 unless told: 25 frames must make a
+    second of video at 25 fps, not 25 ticks of the 90 kHz clock, and the log says why."""
+    stage = make_stage(tmp_path)
+    with caplog.at_level("WARNING"), stage:
+        for i in range(25):
+            stage(Frame.from_image(synthetic(i).image(), "cam/1"))  # seq 0 each time
+    frames, _ = decode(stage.path)
+    np.testing.assert_allclose(np.diff(times(frames)), 1 / 25, atol=0.002)
+    assert len(frames) == 25
+    assert [r.getMessage() for r in caplog.records if "repeat seq" in r.getMessage()] == [
+        "encode: frames without timestamps repeat seq 0; each is written 0.04 s after the last "
+        "(number them: Frame.from_image(image, source_id, seq))"]
+
 def test_variable_timestamps_are_followed(tmp_path: Path) -> None:
     pts = np.cumsum([0, 300, 900, 450, 2000, 512, 512, 3000])
     stage = make_stage(tmp_path)
