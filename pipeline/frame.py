@@ -67,14 +67,27 @@ class Detections:
     class_id: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.xyxy = np.asarray(self.xyxy, np.float32).reshape(-1, 4) if len(self.xyxy) else np.zeros((0, 4), np.float32)
-        n = len(self.xyxy)
+        for name in ("xyxy", "score", "label"):
+            if getattr(self, name) is None:
+                raise TypeError(f"Detections.{name} is None; give one entry per box (an empty list for none)")
+        xyxy = np.asarray(self.xyxy, np.float32)
+        if xyxy.size == 0:
+            xyxy = np.zeros((0, 4), np.float32)
+        elif xyxy.shape == (4,):
+            xyxy = xyxy.reshape(1, 4)  # one box
+        elif xyxy.ndim != 2 or xyxy.shape[1] != 4:
+            raise ValueError(f"Detections.xyxy must be (N, 4) box corners [x1, y1, x2, y2], got shape {xyxy.shape}")
+        self.xyxy = xyxy
+        n = len(xyxy)
         self.score = np.asarray(self.score, np.float32).reshape(-1)
         labels = np.empty(n, object)
         if isinstance(self.label, str):
             labels[:] = self.label
         else:
-            labels[:] = list(self.label) if len(self.label) else []
+            given = list(self.label)
+            if len(given) != n:
+                raise ValueError(f"Detections.label has {len(given)} entries but xyxy has {n} boxes")
+            labels[:] = given
         self.label = labels
         self.track_id = (np.full(n, -1, np.int64) if self.track_id is None
                          else np.asarray(self.track_id, np.int64).reshape(-1))

@@ -117,3 +117,26 @@ def test_from_image_keeps_the_array() -> None:
     image = np.zeros((4, 6, 3), np.uint8)
     frame = Frame.from_image(image)
     assert (frame.width, frame.height) == (6, 4) and frame.image() is image
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"xyxy": np.zeros((4, 5)), "score": [1] * 4, "label": "x"}, r"^Detections.xyxy must be \(N, 4\) box corners .*"
+                                                                 r"got shape \(4, 5\)$"),
+    ({"xyxy": [[0, 0, 1, 1]], "score": [0.5], "label": ["a", "b"]}, r"^Detections.label has 2 entries but xyxy "
+                                                                    r"has 1 boxes$"),
+    ({"xyxy": [[0, 0, 1, 1]], "score": None, "label": "a"}, r"^Detections.score is None"),
+    ({"xyxy": [[0, 0, 1, 1], [1, 1, 2, 2]], "score": [0.5], "label": "a"}, r"^Detections.score has 1 entries"),
+])
+def test_detections_made_by_hand_name_the_field_that_does_not_fit(kwargs: dict, error: str) -> None:
+    from pipeline.frame import Detections
+
+    with pytest.raises((ValueError, TypeError), match=error):
+        Detections(**kwargs)
+
+
+def test_detections_take_one_box_lists_and_empty_input() -> None:
+    from pipeline.frame import Detections
+
+    one = Detections(xyxy=[10, 20, 30, 40], score=[0.9], label="cat")
+    assert one.xyxy.shape == (1, 4) and one.label.tolist() == ["cat"]
+    assert len(Detections(xyxy=[], score=[], label=[])) == 0
