@@ -162,6 +162,8 @@ class Zones(Stage):
         src = self._sources.get(frame.source_id)
         if src is None:
             src = self._sources[frame.source_id] = _Source(self.params, frame.width, frame.height)
+        elif src.size != (frame.width, frame.height):
+            src.set_size(frame.width, frame.height)
         t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
         events = src.update(frame, t)
         for ended in attr_values(frame, TRACKS_ENDED):
@@ -198,16 +200,22 @@ class _Source:
 
     def __init__(self, params: Zones.Params, width: int, height: int) -> None:
         self.params = params
-        if params.units == "px":
-            _check_inside(params, width, height, f"the frame is {width}x{height} px")
-        scale = np.array([width, height], np.float64) if params.units == "fraction" else np.ones(2)
-        self.zones = {n: np.asarray(z.points, np.float64) * scale for n, z in params.zones.items()}
-        self.lines = {n: np.asarray(ln.points, np.float64) * scale for n, ln in params.lines.items()}
         self.zone_states: dict[tuple[str, int], _ZoneState] = {}
         self.line_states: dict[tuple[str, int], _LineState] = {}
         self.zone_counts: dict[tuple[str, str, str], int] = {}
         self.line_counts: dict[tuple[str, str, str], int] = {}
         self.label_counts: dict[int, dict[str, int]] = {}   # per track: frames seen with each label
+        self.set_size(width, height)
+
+    def set_size(self, width: int, height: int) -> None:
+        """Geometry in pixels of a (width, height) frame: at the first frame, and again when the
+        source's frames change size (a camera switching resolution, a folder of mixed images)."""
+        params = self.params
+        if params.units == "px":
+            _check_inside(params, width, height, f"the frame is {width}x{height} px")
+        scale = np.array([width, height], np.float64) if params.units == "fraction" else np.ones(2)
+        self.zones = {n: np.asarray(z.points, np.float64) * scale for n, z in params.zones.items()}
+        self.lines = {n: np.asarray(ln.points, np.float64) * scale for n, ln in params.lines.items()}
         self.size = (float(width), float(height))
         diagonal = float(np.hypot(width, height))
         self.margin = params.margin * diagonal if params.units == "fraction" else params.margin

@@ -266,3 +266,15 @@ def test_pixel_coordinates_outside_the_frame_fail_on_the_first_frame() -> None:
         with pytest.raises(ValueError, match=r"^lines.l.points\[1\] = \[500, 10\] is outside the frame "
                                              r"\(the frame is 400x300 px\)$"):
             z(Frame.from_image(IMAGE, "cam", 0))
+
+
+def test_geometry_follows_the_frame_when_a_source_changes_size() -> None:
+    """A zone over the right half, in fractions: an object at x = 260 is inside it on a 400 px
+    frame and outside on an 800 px one (a camera that switched resolution)."""
+    zones = Zones(zones={"right": {"points": [[0.5, 0], [1, 0], [1, 1], [0.5, 1]]}}, inertia=1)
+    inside = []
+    for s, width in enumerate([400] * 3 + [800] * 3):
+        f = Frame.from_image(np.zeros((H, width, 3), np.uint8), "cam", s, pts=s, time_base=Fraction(1, 10))
+        f.detections = Detections(xyxy=[box_at(260, 200)], score=[0.9], label="person", track_id=[1])
+        inside.append(zones(f).attrs[(zones.name, RECORD)]["occupancy"]["right"].get("person", 0))
+    assert inside == [1, 1, 1, 0, 0, 0]
