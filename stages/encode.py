@@ -228,8 +228,13 @@ class Encode(Stage):
         # 90 kHz first; MPEG-4 part 2 style encoders cap the clock at 65535 Hz,
         # some legacy ones only take 1/rate.
         for tb in dict.fromkeys((TIME_BASE, FALLBACK_TIME_BASE, 1 / rate)):
-            container = av.open(str(self.path), mode="w",
-                                container_options={str(k): str(v) for k, v in p.container_options.items()})
+            try:
+                container = av.open(str(self.path), mode="w",
+                                    container_options={str(k): str(v) for k, v in p.container_options.items()})
+            except (av.FFmpegError, ValueError) as exc:  # the extension names no container FFmpeg writes
+                self.path.unlink(missing_ok=True)
+                raise StageError(f"{self.name}: cannot write {self.path}: {exc} (the container follows the "
+                                 "file's extension: .mp4, .mkv, .mov, .avi, .ts)") from None
             try:
                 stream = container.add_stream(p.codec, rate=rate)
                 stream.width, stream.height = width, height

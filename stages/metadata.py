@@ -49,7 +49,7 @@ from pydantic import Field
 from pipeline.frame import Frame
 from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
-from pipeline.stage import Stage
+from pipeline.stage import Stage, StageError
 
 from ._paths import resolve_output
 from ._shared_file import SharedFile
@@ -133,7 +133,10 @@ class Metadata(Stage):
                 return
             self.path = resolve_output(self.params.path, self)
             # Truncate once per open(); later re-opens (writes after close) append.
-            self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)
+            try:
+                self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)
+            except OSError as exc:
+                raise StageError(f"{self.name}: cannot write {self.path}: {exc.strerror or exc}") from None
             self._started = True
             self._pending = 0
         self._pending += 1

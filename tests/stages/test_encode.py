@@ -443,3 +443,12 @@ def test_a_file_that_cannot_be_written_fails_at_the_first_frame(tmp_path: Path) 
         with stage:
             stage(synthetic(0, pts=0))
     assert (tmp_path / "cam.mp4").is_dir()
+
+
+def test_an_extension_ffmpeg_writes_no_container_for_is_one_line_and_leaves_no_file(tmp_path: Path) -> None:
+    stage = Encode(path=str(tmp_path / "out.vid"))
+    with pytest.raises(StageError, match=r"^encode: cannot write .*out\.vid: .* \(the container follows the file's "
+                                         r"extension: \.mp4, \.mkv"):
+        with stage:
+            stage(synthetic(0))
+    assert not (tmp_path / "out.vid").exists()

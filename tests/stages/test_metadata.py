@@ -177,3 +177,11 @@ def test_append_keeps_what_the_file_holds(tmp_path: Path) -> None:
     with make_stage(tmp_path) as stage:  # the default starts the file anew
         stage(frame(2))
     assert [r["seq"] for r in lines(path)] == [2]
+
+
+def test_a_path_that_cannot_be_written_is_one_line_naming_the_stage(tmp_path: Path) -> None:
+    (tmp_path / "out.jsonl").mkdir()  # a directory in the way of the file
+    stage = Metadata(path=str(tmp_path / "out.jsonl"))
+    with pytest.raises(StageError, match=r"^metadata: cannot write .*out\.jsonl: Is a directory$"):
+        with stage:
+            stage(Frame.from_image(np.zeros((8, 8, 3), np.uint8), "cam", 0))
