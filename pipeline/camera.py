@@ -311,6 +311,7 @@ class Camera:
         """A live source changed state: count it, log it, and write it to the sinks."""
         with self.stats.lock:
             self.stats.state = state
+            self.stats.reason = "" if state == "streaming" else str(info.get("reason", self.stats.reason))
             self.stats.events[state] = self.stats.events.get(state, 0) + 1
             if state == "streaming" and self._down_since is not None:  # also when the first retry worked
                 self.stats.reconnect_s.append(time.monotonic() - self._down_since)

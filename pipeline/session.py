@@ -360,7 +360,7 @@ class Session:
             out.append(SourceInfo(
                 id=cam.source_id, uri=cam.uri, state=state, frames=s.processed, decoded=s.decoded, fps=s.fps,
                 dropped=dropped, decode_errors=getattr(cam.source, "decode_errors", s.decode_errors),
-                reconnects=s.reconnects, skipped_errors=s.skipped_errors, error=s.error,
+                reconnects=s.reconnects, reason=s.reason, skipped_errors=s.skipped_errors, error=s.error,
                 queue_packets=len(cam.units), queue_frames=len(cam.frames),
                 in_flight={n: st.in_flight for n, st in cam.stages.items() if isinstance(st, InferStage)},
                 latency=s.latency))

@@ -88,6 +88,7 @@ class SourceStats:
     decoder_priority_changes: int = 0  # times the decoder went to a lower CPU priority or back (pipeline/priority.py)
     priority: dict[str, Any] | None = None  # level, min_fps, waits, promoted on shared models (pipeline/arbiter.py)
     state: str | None = None  # last state a live source reported (connecting, streaming, ...)
+    reason: str = ""  # why it is in that state (a stream that ended, a connection refused); "" when streaming
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
     last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)

@@ -71,8 +71,8 @@ class Instance:
         sources = self.sources()
         return {"id": self.id, "state": self.state, "avg_fps": round(float(sum(s["fps"] for s in sources)), 3),
                 "start_time": self.start_time, "elapsed_time": round(elapsed, 3), "message": self.message,
-                "sources": [{k: s[k] for k in ("id", "uri", "state", "frames", "fps", "dropped", "decode_errors",
-                                               "reconnects")} for s in sources]}
+                "sources": [{**{k: s[k] for k in ("id", "uri", "state", "frames", "fps", "dropped", "decode_errors",
+                                                  "reconnects")}, "reason": redact(s.get("reason", ""))} for s in sources]}
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "request": self.request, "type": "vapipe"}

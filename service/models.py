@@ -107,6 +107,8 @@ class SourceStatus(BaseModel):
     dropped: int
     decode_errors: int
     reconnects: int
+    reason: str = Field("", description="why a live source is in its state (stream ended, connection refused, "
+                        "...); empty while it streams")
 
 
 class InstanceStatus(BaseModel):

@@ -159,3 +159,22 @@ def test_malformed_bodies_and_uris_name_the_field(client, tmp_path: Path) -> Non
     for uri in ("http://[::1", "rtsp://cam:abc/x"):
         r = client.post("/pipelines/scene/1", json={"source": {"uri": uri, "type": "uri"}})
         assert detail(r, 400).startswith(f"source.uri {uri!r}: "), r.json()
+
+
+def test_a_camera_that_is_down_says_why_in_its_status(client, tmp_path: Path) -> None:
+    from tests.live.helpers import free_port
+
+    url = f"rtsp://user:secret@127.0.0.1:{free_port()}/cam"  # nothing listens there
+    iid = _start(client, tmp_path, source={"uri": url, "type": "uri"},
+                 parameters={"decode.reconnect": {"initial_s": 0.2, "max_s": 0.5}})
+    deadline = time.monotonic() + 30
+    while True:
+        status = client.get(f"/pipelines/status/{iid}").json()
+        source = (status["sources"] or [{}])[0]
+        if source.get("state") == "reconnecting" and source["reason"]:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    assert source["reason"].startswith("cannot open source rtsp://***@127.0.0.1:"), source  # no password
+    assert "secret" not in json.dumps(source)
+    client.delete(f"/pipelines/{iid}")
