@@ -62,6 +62,11 @@ class VideoReader(Reader):
             # the kind of source is clear for URLs and cameras (unless FFmpeg has no such protocol)
             if isinstance(exc, av.error.ProtocolNotFoundError):
                 hint = f"; valid: {', '.join(s + '://' for s in LIVE_SCHEMES)}, file://, testsrc://"
+            elif "://" in uri and time.monotonic() - started >= 0.9 * timeouts[0]:
+                # a server that took the connection and then said nothing: FFmpeg's own reason
+                # ("Invalid data found") would blame the data
+                raise SourceError(f"cannot open source {uri}: no answer within the open timeout "
+                                  f"({timeouts[0]:g} s)") from None
             elif "://" in uri or fmt == "v4l2":
                 hint = ""
             else:

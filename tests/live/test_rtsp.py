@@ -217,6 +217,8 @@ def test_stalled_open_gives_up(make_server, mode: str, config: Path, tmp_path: P
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"vapipe: error: gave up on {server.url} after 2 attempts: "), proc.stderr
+    assert last.endswith((f"cannot open source {server.url}: no answer within the open timeout (2 s)",
+                          f"cannot open source {server.url}: no video within the open timeout")), last
     _, events = read_jsonl(out / "cam.jsonl")
     assert event_states(events) == ["connecting", "reconnecting", "connecting", "gave_up"], events
     assert events[1]["delay_s"] > 0
