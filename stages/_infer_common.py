@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import typing
 from typing import Any, Literal
 
@@ -46,11 +47,23 @@ def adapter_class(kind: str, decoder: str, base: type) -> type:
 def make_adapter(kind: str, decoder: str, options: dict[str, Any], base: type) -> Any:
     """Instantiate the registered adapter ``decoder``; errors name the option and what is valid."""
     cls = adapter_class(kind, decoder, base)
+    _check_option_names(cls, decoder, options)
     _check_option_types(cls, decoder, options)
     try:
         return cls(**options)
     except TypeError as exc:
         raise ValueError(f"bad options for decoder {decoder!r}: {exc}") from None
+
+
+def _check_option_names(cls: type, decoder: str, options: dict[str, Any]) -> None:
+    """Options ``cls.__init__`` does not take are one line naming the ones it does."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    valid = [p.name for p in params if p.name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = [name for name in options if name not in valid]
+    if unknown:
+        raise ValueError(f"decoder {decoder!r}: unknown option {unknown[0]!r}; valid: {', '.join(valid) or 'none'}")
 
 
 def _check_option_types(cls: type, decoder: str, options: dict[str, Any]) -> None:

@@ -118,6 +118,11 @@ def test_every_n_counts_per_source_over_open_gates_and_restarts_when_a_gate_clos
                     ran[source].append(seq)
     assert ran["a"] == ran["b"] == [0, 3, 6, 12, 20]
 
+def test_a_misspelt_decoder_option_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"^decoder 'pose': unknown option 'score_treshold'; valid: score_threshold, "
+                                         r"iou_threshold, .*label$"):
+        Detect(model="mediapipe/pose_detection", decoder="pose", options={"score_treshold": 0.3}).open()
+
 def test_unknown_decoder_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
                                          r"ssd.*yolo.*yolo_end2end.*yolov5.*yolox"):
