@@ -285,6 +285,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
     from .overrides import apply_overrides
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline
+    from .run_options import check_cluster_options
 
     cfg = load_config(config_path, check_files=False)
     spec = cfg.get(args.name)
@@ -313,10 +314,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
     if args.cores is not None and args.cores < 0:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
-    cluster_flags = {"--cpus-per-camera": args.cpus_per_camera, "--camera-fps": args.camera_fps,
-                     "--cameras-per-actor": args.cameras_per_actor}
-    if not args.cluster and any(v is not None for v in cluster_flags.values()):
-        raise CliError(f"{next(k for k, v in cluster_flags.items() if v is not None)} needs --cluster")
+    check_cluster_options(args)
     if args.cluster:
         from cluster.cli import run_on_cluster  # the cluster layer imports the core, never the reverse
 

@@ -13,7 +13,19 @@ if TYPE_CHECKING:
     from .session import Session
     from .trace import Tracer
 
-__all__ = ["RunOptions", "StageFailure"]
+__all__ = ["RunOptions", "StageFailure", "check_cluster_options"]
+
+#: command-line options that only mean something with --cluster (vapipe run and vapipe serve)
+CLUSTER_OPTIONS = {"--cpus-per-camera": "cpus_per_camera", "--camera-fps": "camera_fps",
+                   "--cameras-per-actor": "cameras_per_actor"}
+
+
+def check_cluster_options(args: Any) -> None:
+    """Parsed arguments giving a cluster option without ``--cluster``: a one-line ValueError naming it."""
+    if not getattr(args, "cluster", None):
+        for flag, dest in CLUSTER_OPTIONS.items():
+            if getattr(args, dest, None) is not None:
+                raise ValueError(f"{flag} needs --cluster")
 
 
 class StageFailure(RuntimeError):

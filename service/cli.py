@@ -73,6 +73,7 @@ def _read_token(path: str) -> str:
 def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastAPI imported lazily
     """Build the application from parsed arguments; ValueError (one line) for bad ones."""
     from pipeline.pipeline_file import find_pipeline_file
+    from pipeline.run_options import check_cluster_options
 
     from .app import create_app
     from .backend import LocalBackend
@@ -90,10 +91,7 @@ def serve_app(args: argparse.Namespace):  # noqa: ANN201 - (app, manager), FastA
     for d in args.allow_dir:
         if not Path(d).is_dir():
             raise ValueError(f"--allow-dir {d}: not a directory")
-    cluster_flags = {"--cpus-per-camera": args.cpus_per_camera, "--camera-fps": args.camera_fps,
-                     "--cameras-per-actor": args.cameras_per_actor}
-    if args.cluster is None and any(v is not None for v in cluster_flags.values()):
-        raise ValueError(f"{next(k for k, v in cluster_flags.items() if v is not None)} needs --cluster")
+    check_cluster_options(args)
     if args.cluster is not None and args.cores is not None:
         raise ValueError("--cores is not supported with --cluster (each actor's budget is its Ray CPUs: "
                          "--cpus-per-camera)")

@@ -136,7 +136,8 @@ class Classify(InferStage):
 
     def complete(self, frame: Frame, ticket: Any) -> Frame:
         dets = frame.detections
-        estimates = {tid: box for boxes in attr_values(frame, TRACK_BOXES) for tid, box in boxes.items()}
+        estimates = {tid: box for boxes in attr_values(frame, TRACK_BOXES) for tid, box in boxes.items()} \
+            if self.reuse is not None else {}  # only carried results use them
         for i, job in ticket:
             tid = int(dets.track_id[i])
             if job is None:
