@@ -235,6 +235,7 @@ class Encode(Stage):
                 self.path.unlink(missing_ok=True)
                 raise StageError(f"{self.name}: cannot write {self.path}: {exc} (the container follows the "
                                  "file's extension: .mp4, .mkv, .mov, .avi, .ts)") from None
+            stream = None
             try:
                 stream = container.add_stream(p.codec, rate=rate)
                 stream.width, stream.height = width, height
@@ -249,6 +250,10 @@ class Encode(Stage):
                 stream.codec_context.open()
             except (av.FFmpegError, ValueError, TypeError) as exc:
                 container.close()
+                if error is None and stream is not None and stream.options and _opens_without_options(stream, tb):
+                    self.path.unlink(missing_ok=True)  # the options are at fault: one message, not one per clock
+                    raise StageError(f"{self.name}: {p.codec!r} refused {_shown(stream.options)}: "
+                                     f"{getattr(exc, 'strerror', None) or exc}") from None
                 error = exc
                 continue
             self._container, self._stream, self._size, self._tb = container, stream, (width, height), tb
@@ -352,6 +357,21 @@ def _set_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
     vframe.pts, vframe.time_base, duration = timing
     if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
         vframe.duration = duration
+
+
+def _opens_without_options(stream: Any, tb: Fraction) -> bool:
+    """Whether ``stream``'s encoder opens at its size, pixel format and ``tb`` without private options."""
+    probe = av.CodecContext.create(stream.codec_context.name, "w")
+    probe.width, probe.height, probe.pix_fmt, probe.time_base = stream.width, stream.height, stream.pix_fmt, tb
+    try:
+        probe.open()
+    except (av.FFmpegError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _shown(options: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in options.items())
 
 
 def _private_options(ctx: Any) -> set[str]:

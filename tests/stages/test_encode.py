@@ -452,3 +452,13 @@ def test_an_extension_ffmpeg_writes_no_container_for_is_one_line_and_leaves_no_f
         with stage:
             stage(synthetic(0))
     assert not (tmp_path / "out.vid").exists()
+
+
+def test_a_preset_the_encoder_refuses_is_named_once_and_leaves_no_file(tmp_path: Path, capfd) -> None:
+    stage = Encode(path=str(tmp_path / "out.mp4"), preset="superduper")
+    with pytest.raises(StageError, match=r"^encode: 'libx264' refused crf='23', preset='superduper': Invalid argument$"):
+        with stage:
+            stage(synthetic(0))
+    assert not (tmp_path / "out.mp4").exists()
+    # the encoder's own complaint appears once, not once per output clock tried
+    assert capfd.readouterr().err.count("invalid preset") <= 1
