@@ -344,8 +344,9 @@ class Camera:
             return
         self.report_failure(msg)
 
-    def threads(self) -> list[threading.Thread]:
-        name = self.source_id
+    def threads(self, prefix: str = "") -> list[threading.Thread]:
+        """The camera's threads, not started, named ``{prefix}{source_id}:{job}``."""
+        name = prefix + self.source_id
         if self.opts.sync:
             return [threading.Thread(target=self._timed(self.sync_loop, True), name=f"{name}:sync", daemon=True)]
         return [threading.Thread(target=self._timed(self.reader), name=f"{name}:read", daemon=True),

@@ -57,12 +57,15 @@ class Session:
     interval and the process-wide thread settings alone (the caller manages them,
     e.g. a server running several sessions).  ``on_frame(source_id, frame)`` is
     called on the camera's worker thread for every frame that leaves the graph; it
-    must return at once.
+    must return at once.  ``thread_prefix`` starts the names of the cameras' threads
+    (a server tells its instances' log lines apart by it).
     """
 
     def __init__(self, graph: PipelineGraph, opts: RunOptions | None = None, *, expected_sources: int = 1,
-                 process_wide: bool = True, on_frame: Callable[[str, Frame], None] | None = None) -> None:
+                 process_wide: bool = True, on_frame: Callable[[str, Frame], None] | None = None,
+                 thread_prefix: str = "") -> None:
         self.graph = graph
+        self.thread_prefix = thread_prefix
         self.opts = opts or RunOptions()
         self.process_wide = process_wide
         self.on_frame = on_frame
@@ -167,7 +170,7 @@ class Session:
                 self._cameras[cam.source_id] = cam
             self._mark_multi_camera()
             for cam in cams:
-                threads = cam.threads()
+                threads = cam.threads(self.thread_prefix)
                 self._threads[cam.source_id] = threads
                 for t in threads:
                     t.start()

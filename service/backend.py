@@ -31,6 +31,7 @@ from pipeline.session import Session
 from pipeline.stats import LatencyStats
 
 from .live import LiveView, Watch
+from .logs import thread_prefix
 from .security import redact
 
 __all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle", "publisher_counters", "REMOTE_SOURCE_STATES"]
@@ -68,13 +69,14 @@ class Backend(Protocol):
 
 
 class LocalHandle:
-    def __init__(self, session: Session, live: LiveView, on_end: Callable[["LocalHandle"], None]) -> None:
+    def __init__(self, session: Session, live: LiveView, on_end: Callable[["LocalHandle"], None],
+                 name: str = "instance") -> None:
         self.session = session
         self.live = live
         self._on_end = on_end
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
-        self._runner = threading.Thread(target=self._run, name="instance", daemon=True)
+        self._runner = threading.Thread(target=self._run, name=name, daemon=True)
         self._runner.start()
 
     def _run(self) -> None:
@@ -164,14 +166,16 @@ class LocalBackend:
         opts = RunOptions(output_dir=output_dir, handle_signals=False, cores=self.cores,
                           stop_deadline_s=self.stop_deadline_s)
         live = LiveView(self.live_fps, self.live_width)
-        session = Session(graph, opts, expected_sources=len(sources), process_wide=False, on_frame=live.tap)
+        prefix = thread_prefix(instance_id)
+        session = Session(graph, opts, expected_sources=len(sources), process_wide=False, on_frame=live.tap,
+                          thread_prefix=prefix)
         try:
             session.add_sources(sources)
         except BaseException:
             session.close()
             raise
         self._apply_global(session)
-        return LocalHandle(session, live, on_end)
+        return LocalHandle(session, live, on_end, name=f"{prefix}instance")
 
     def _apply_global(self, session: Session) -> None:
         """Process-wide thread settings (OpenCV, BLAS) from the latest instance's plan."""

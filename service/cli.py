@@ -140,12 +140,13 @@ def build_server(app: Any, host: str, port: int) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    from .logs import FORMAT, InstanceTag
     from .security import RedactingFilter
 
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format=FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())  # passwords in camera URLs never reach a log
+        handler.addFilter(InstanceTag())  # which instance a line comes from
     if importlib.util.find_spec("uvicorn") is None:  # used by build_server
         print("vapipe: error: vapipe serve needs the serve extra: pip install 'vapipe[serve]'", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from typing import Any
 from pipeline.config import PipelineSpec
 
 from .backend import Backend, Handle
+from .logs import thread_prefix
 from .security import redact
 
 __all__ = ["Instance", "InstanceManager", "InstanceNotFound", "STATES", "Conflict"]
@@ -121,7 +122,8 @@ class InstanceManager:
                 if self.max_running is not None and self._running() >= self.max_running:
                     break
                 inst.starting = True
-                threading.Thread(target=self._start, args=(inst,), name=f"start:{inst.id[:8]}", daemon=True).start()
+                threading.Thread(target=self._start, args=(inst,), name=f"{thread_prefix(inst.id)}start",
+                                 daemon=True).start()
 
     def _start(self, inst: Instance) -> None:
         with inst.lock:

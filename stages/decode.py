@@ -232,8 +232,10 @@ class Decode(SourceStage):
                 # The decoder thread starts using the new reader here (on a reconnect it also
                 # continues the timestamps and closes the old one).
                 yield _Switch(reader)
+            # A live stream that ends was dropped by its sender: "stalled", as for one that goes
+            # quiet; "ended" is final (a finished playlist, or the run's end).
             reason = "stream ended"
-            state = "ended"
+            ended = True
             streaming = False
             # HLS arrives in bursts of whole segments; a player spreads them out at the
             # stream's rate, and so does this (a burst would overflow the newest-frames queue).
@@ -251,12 +253,12 @@ class Decode(SourceStage):
                     if self._reconnect_requested or self.stop_event.is_set():
                         break
                 if self._reconnect_requested:
-                    reason, state = f"{self.params.max_decode_errors} undecodable packets in a row", "stalled"
+                    reason, ended = f"{self.params.max_decode_errors} undecodable packets in a row", False
             except SourceError as exc:
-                reason, state = str(exc), "stalled"
+                reason, ended = str(exc), False
             if self.stop_event.is_set():
                 return
-            if state == "ended" and streaming and getattr(self._reader, "finite", False):
+            if ended and streaming and getattr(self._reader, "finite", False):
                 # Reconnecting to a finished playlist would read it again from the start, at
                 # once and forever; it ends here instead (live=false reads every frame of it).
                 self._event("ended", reason="end of a finished playlist (#EXT-X-ENDLIST)")
@@ -270,7 +272,7 @@ class Decode(SourceStage):
                 failures += 1
                 self._retry_or_give_up(failures, f"no media after opening: {reason}")
                 continue
-            self._event(state, reason=reason)
+            self._event("stalled", reason=reason)
 
     def _retry_or_give_up(self, failures: int, reason: str) -> None:
         """After a failed attempt: wait the backoff delay, or raise once max_attempts is reached."""
