@@ -338,9 +338,10 @@ class Session:
 
     # statistics ------------------------------------------------------------------------
     def freeze_latencies(self) -> None:
-        """Drop the latency samples of a closed session, keeping their summaries and histograms
-        (a server keeps finished instances for their records)."""
+        """Drop the latency samples and the cost cache of a closed session, keeping the latency
+        summaries and histograms (a server keeps finished instances for their records)."""
         with self._lock:
+            self.costs = None  # the costs file's entries (~100 KB); plans are made only while running
             cams = list(self._cameras.values()) + self._removed
         for stats in [*self.stage_stats.values(), *(c.stats.latency for c in cams)]:
             stats.freeze()

@@ -36,6 +36,11 @@ class LatencyStats:
             self._frozen = self.summary()
             self._ring = np.zeros(0, np.float64)
 
+    @property
+    def frozen(self) -> bool:
+        """:meth:`freeze` has run: the summary no longer changes."""
+        return self._frozen is not None
+
     def add(self, ms: float) -> None:
         if self._frozen is not None:
             return

@@ -56,7 +56,8 @@ def test_instance_life_file_destination_and_idempotent_stop(client, tmp_path: Pa
     assert [r["timestamp"] for r in records] == sorted(r["timestamp"] for r in records)
 
 
-def test_completed_with_vapipe_schema_and_json_format(client, tmp_path: Path) -> None:
+def test_completed_with_vapipe_schema_and_json_format(make_client, tmp_path: Path) -> None:
+    client, manager = make_client()
     out = tmp_path / "all.json"
     iid = _start(client, tmp_path, name="counted/2", source={"uri": "testsrc://list", "type": "uri"},
                  destination={"metadata": {"type": "file", "path": str(out), "format": "json", "schema": "vapipe"}})
@@ -66,6 +67,9 @@ def test_completed_with_vapipe_schema_and_json_format(client, tmp_path: Path) ->
     records = json.loads(out.read_text())  # one JSON array, complete once the instance ended
     assert [r["seq"] for r in records] == list(range(30))
     assert all(r["objects"][0]["label"] == "thing" for r in records)
+    # a finished instance is kept for its status, without what only a running one needs
+    session = manager.get(iid).handle.session
+    assert session.costs is None and all(s.frozen for s in session.stage_stats.values())
 
 
 def test_bad_requests_name_the_field(client, tmp_path: Path) -> None:
