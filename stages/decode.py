@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.frame import Frame
+from pipeline.frame import RECORD, Frame
 from pipeline.stage import Params, SourceStage
 
 from .sources import (IMAGE_SUFFIXES, LOOP, VIDEO_SUFFIXES, FolderReader, Reader, SceneReader, SourceError,
@@ -299,6 +299,7 @@ class Decode(SourceStage):
         """Frames decoded from one unit (None flushes); ``seq`` numbers are assigned here."""
         if self._retired:
             self._close_expired()
+        file = None  # the image file of a folder's frame (one per unit)
         if isinstance(unit, _Switch):
             decoded = self._switch(unit.reader)
         else:
@@ -307,6 +308,7 @@ class Decode(SourceStage):
                 return []
             errors = reader.decode_errors
             decoded = reader.decode(unit)
+            file = reader.last_file
             self.decode_errors += reader.decode_errors - errors
             if self.live and reader.consecutive_errors >= self.params.max_decode_errors:
                 reader.consecutive_errors = 0
@@ -319,6 +321,8 @@ class Decode(SourceStage):
             else:
                 f = Frame(source_id=source, seq=self._seq, width=av_frame.width, height=av_frame.height,
                           pts=pts, time_base=tb, av_frame=av_frame)
+            if file is not None:  # records say which image it was
+                f.attrs[(self.name, RECORD)] = {"file": file}
             self._seq += 1
             frames.append(f)
         return frames

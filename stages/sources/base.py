@@ -34,6 +34,8 @@ class Reader:
     time_base: Fraction = Fraction(1, 1000)
     decode_errors: int = 0
     consecutive_errors: int = 0
+    #: the file the last frame :meth:`decode` returned was read from (image folders), else None
+    last_file: str | None = None
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

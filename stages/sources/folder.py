@@ -44,6 +44,7 @@ class FolderReader(Reader):
             return []
         pts = round(self._index * 1000 / self.frame_rate)
         self._index += 1
+        self.last_file = unit[1].name
         return [(None, image, pts, self.time_base)]
 
 

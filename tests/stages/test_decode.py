@@ -51,6 +51,22 @@ def test_a_looping_source_starts_its_later_passes_at_the_beginning(tmp_path: Pat
     assert got == [(3, 120), (4, 160), (5, 0), (6, 40), (7, 80), (8, 120), (9, 160)]
 
 
+def test_a_folder_frame_record_names_its_image_and_skips_an_unreadable_one(tmp_path: Path) -> None:
+    from stages.records import vapipe_record
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for name in ("b.png", "a.jpg", "c.png"):
+        cv2.imwrite(str(folder / name), np.full((8, 8, 3), 90, np.uint8))
+    (folder / "bb.png").write_bytes(b"not an image")
+    with Decode(uri=str(folder)) as source:
+        records = [vapipe_record(f) for f in source.frames()]
+        assert source.decode_errors == 1
+    assert [(r["seq"], r["file"]) for r in records] == [(0, "a.jpg"), (1, "b.png"), (2, "c.png")]
+    with Decode(uri="testsrc://bars?frames=1") as scene:
+        assert "file" not in vapipe_record(next(iter(scene.frames())))
+
+
 def test_synthetic_scene_starts_at_the_frame_asked() -> None:
     uri = "testsrc://bars?width=64&height=48&frames=12"
     whole = frames(uri)
