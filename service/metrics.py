@@ -81,6 +81,9 @@ class VapipeCollector(Collector):
                                    labels=["instance", "pipeline", "outcome"])
         mqtt_up = GaugeMetricFamily("vapipe_mqtt_connected", "1 while the MQTT connection is up",
                                     labels=["instance", "pipeline"])
+        mqtt_buffered = GaugeMetricFamily("vapipe_mqtt_buffered_messages", "MQTT messages waiting for the broker "
+                                          "(at most the stage's buffer; more are dropped)",
+                                          labels=["instance", "pipeline"])
         cluster = _ClusterFamilies(src_labels)
         for inst in self.manager.all():
             base = [inst.id, inst.name]
@@ -117,10 +120,11 @@ class VapipeCollector(Collector):
                 mqtt.add_metric([*base, "sent"], sum(p["sent"] for p in pubs))
                 mqtt.add_metric([*base, "dropped"], sum(p["dropped"] for p in pubs))
                 mqtt_up.add_metric(base, float(min(p["connected"] for p in pubs)))
+                mqtt_buffered.add_metric(base, sum(p["buffered"] for p in pubs))
             if cluster_stats is not None:
                 cluster.add_instance(base, cluster_stats())
         yield from (frames, dropped, decode_errors, reconnects, state, fps, queue, inflight, e2e, stage_lat,
-                    inst_state, plan, viewers, live_frames, mqtt, mqtt_up)
+                    inst_state, plan, viewers, live_frames, mqtt, mqtt_up, mqtt_buffered)
         backend_stats = getattr(self.manager.backend, "cluster_stats", None)
         if backend_stats is not None:  # vapipe serve --cluster
             yield from cluster.families(backend_stats())

@@ -51,3 +51,30 @@ def test_promtool_accepts_the_metrics_and_rate_matches_avg_fps(client) -> None:
     for name in ("vapipe_dropped_frames_total", "vapipe_decode_errors_total", "vapipe_reconnects_total",
                  "vapipe_queue_depth", "vapipe_frame_latency_seconds_count"):
         assert _samples(second, name), name
+
+
+def test_a_broker_outage_shows_as_buffered_and_dropped_messages(make_client) -> None:
+    from tests.live.helpers import free_port
+
+    pipelines = f"""
+pipelines:
+  published:
+    stages:
+      - {{name: decode, type: decode, params: {{realtime: true, loop: true, fps: 50}}}}
+      - {{name: mqtt, type: mqtt, params: {{host: "127.0.0.1:{free_port()}", buffer: 20}}}}
+"""
+    client, _ = make_client(pipelines=pipelines)  # nothing listens at the broker's port
+    iid = client.post("/pipelines/published/1", json={"source": {"uri": SCENE, "type": "uri"}}).json()
+    wait_state(client, iid, ("RUNNING",))
+    deadline = time.monotonic() + 20
+    while True:
+        text = client.get("/metrics").text
+        dropped = _samples(text, "vapipe_mqtt_messages_total")
+        if sum(v for k, v in dropped.items() if dict(k)["outcome"] == "dropped") > 0:
+            break
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    client.delete(f"/pipelines/{iid}")
+    assert list(_samples(text, "vapipe_mqtt_buffered_messages").values()) == [20.0]  # full: the rest dropped
+    assert list(_samples(text, "vapipe_mqtt_connected").values()) == [0.0]
+    assert sum(v for k, v in dropped.items() if dict(k)["outcome"] == "sent") == 0
