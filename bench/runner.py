@@ -9,6 +9,7 @@ round spreads the machine's slow moments (it is shared and noisy) over all of th
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -20,10 +21,12 @@ from typing import Any, Callable, Sequence
 
 from .plan import BASE_MODES, ENGINE_MODES, BenchError, BenchPlan, sweep_mode, sweep_requests
 
-__all__ = ["spawn_worker", "run_bench", "summarise", "ROOT"]
+__all__ = ["spawn_worker", "run_bench", "summarise", "frames_for_run", "ROOT", "MAX_STRETCH"]
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_FRAMES = 10
+#: :func:`frames_for_run` lengthens a run at most this many times
+MAX_STRETCH = 8
 
 
 def spawn_worker(mode: str, plan: BenchPlan, python: str | Path | None = None,
@@ -77,6 +80,28 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if key in runs[-1]:
             out[key] = runs[-1][key]
     return out
+
+
+def frames_for_run(name: str, source: str, cameras: int, frames: int, min_run_s: float,
+                   config: str | Path = "pipelines.yaml", sets: Sequence[str] = ()) -> tuple[int, float]:
+    """Frames per camera for runs of vapipe on ``source`` lasting at least ``min_run_s`` on this
+    machine (at most ``MAX_STRETCH`` times ``frames``, never fewer), and the seconds a run of
+    ``frames`` took.  One vapipe run of ``frames`` measures the rate: on a fast CPU a fixed frame
+    count lasts half a second, and start-up and the drain at the end then weigh on every mode
+    differently (persons on 4 cameras of a 1080p clip, 2-core AMD EPYC Zen 5: vapipe at 0.93x
+    the runtimes' defaults in runs of 1 s, 1.00x in runs of 6 s)."""
+    from pipeline.videofile import count_frames
+
+    total, width, height = count_frames(source)
+    plan = BenchPlan(pipeline=name, config=str(Path(config).resolve()), source=str(Path(source).resolve()),
+                     cameras=cameras, frames=frames, width=width, height=height, loop=frames > total,
+                     out=str(Path(os.environ.get("TMPDIR", "/tmp")) / "vapipe-bench-probe"), record_frames=2,
+                     sets=list(sets))
+    res = spawn_worker("vapipe", plan)
+    run_s = cameras * frames / max(float(res["fps"]), 1e-9)
+    if run_s >= min_run_s:
+        return frames, run_s
+    return min(frames * MAX_STRETCH, math.ceil(frames * min_run_s / run_s)), run_s
 
 
 def _check_arguments(source: str, cameras: int, rounds: int, frames: int | None, modes: Sequence[str],

@@ -84,6 +84,9 @@ DECODE, INFER = "decode-bound", "inference-bound"
 # 10 % more CPU per frame at 720p) and the drain at the end weigh: 600 frames measure the rate
 # a camera keeps
 FACES_FRAMES = 4.0
+#: seconds a vapipe run of a row lasts at least (frames are added on fast machines): see
+#: :func:`bench.runner.frames_for_run`
+MIN_RUN_S = 4.0
 ROWS: tuple[Row, ...] = (
     Row("persons-1", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), sweep=(1, 2, 3, 4)),
     Row("persons-4", DECODE, "persons", _shared(PERSON_CLIP, 1920, 1080, PERSON_FROM), cameras=4, frames=0.5),
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None,
                     help=f"comma-separated rows (default: the default ones); all: {', '.join(r.key for r in ROWS)}")
     ap.add_argument("--no-peers", action="store_true", help="do not run the peers")
+    ap.add_argument("--min-run-s", type=float, default=MIN_RUN_S,
+                    help="lengthen a row whose vapipe run is shorter than this on this machine (0: never)")
     args = ap.parse_args(argv)
     rows = {r.key: r for r in ROWS}
     keys = [k.strip() for k in args.only.split(",")] if args.only else [r.key for r in ROWS if r.default]
@@ -181,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("VAPIPE_MODELS_DIR", str(models))
     from .plan import BenchError
     from .report import format_table
-    from .runner import run_bench
+    from .runner import frames_for_run, run_bench
 
     from pipeline.precision import default_precision
 
@@ -193,12 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     for n, key in enumerate(keys, 1):
         row = rows[key]
         frames = max(2, round(args.frames * row.frames))
-        clip, truth = row.clip(frames)
-        print(f"\n== [{n}/{len(keys)}] {key} ({row.regime}): vapipe bench {row.pipeline} --source {clip.name} "
-              f"--cameras {row.cameras} --frames {frames}" + "".join(f" --set '{s}'" for s in row.sets)
-              + (f" --engine {row.engine}" if row.engine != "openvino" else "")
-              + f"   ({time.monotonic() - t0:.0f} s so far)", flush=True)
         try:
+            clip, truth = row.clip(frames)
+            if args.min_run_s > 0:
+                longer, run_s = frames_for_run(row.pipeline, str(clip), row.cameras, frames, args.min_run_s,
+                                               config, row.sets)
+                if longer > frames:
+                    print(f"\n{key}: {frames} frames per camera ran for {run_s:.1f} s here; {longer} frames per "
+                          f"camera, for runs of at least {args.min_run_s:g} s", flush=True)
+                    frames = longer
+                    clip, truth = row.clip(frames)
+            print(f"\n== [{n}/{len(keys)}] {key} ({row.regime}): vapipe bench {row.pipeline} --source {clip.name} "
+                  f"--cameras {row.cameras} --frames {frames}" + "".join(f" --set '{s}'" for s in row.sets)
+                  + (f" --engine {row.engine}" if row.engine != "openvino" else "")
+                  + f"   ({time.monotonic() - t0:.0f} s so far)", flush=True)
             res = run_bench(row.pipeline, str(clip), cameras=row.cameras, frames=frames, out=Path(args.out) / key,
                             rounds=args.rounds, config=config,
                             sets=row.sets, requests_sweep=row.sweep, peers=not args.no_peers, truth=truth,

@@ -38,3 +38,17 @@ def test_failing_mode_is_one_line_naming_it(tmp_path: Path) -> None:
     assert msg.startswith("bench mode 'naive' failed: ") and "cannot open" in msg and "\n" not in msg
     with pytest.raises(BenchError, match="unknown bench mode 'turbo'"):
         spawn_worker("turbo", plan)
+
+
+@pytest.mark.parametrize("fps, frames, expected", [(300.0, 75, 300), (30.0, 75, 75), (3000.0, 75, 600)])
+def test_a_run_too_short_on_this_machine_is_lengthened(monkeypatch, tmp_path: Path, fps: float, frames: int,
+                                                         expected: int) -> None:
+    import bench.runner as runner
+
+    seen = []
+    monkeypatch.setattr("pipeline.videofile.count_frames", lambda source: (frames, 64, 48))
+    monkeypatch.setattr(runner, "spawn_worker", lambda mode, plan: seen.append((mode, plan)) or {"fps": fps})
+    got, run_s = runner.frames_for_run("persons", str(tmp_path / "clip.mp4"), 4, frames, 4.0)
+    assert (got, run_s) == (expected, pytest.approx(4 * frames / fps))  # at most 8 times longer, never shorter
+    (mode, plan), = seen
+    assert mode == "vapipe" and plan.cameras == 4 and plan.frames == frames and not plan.loop

@@ -87,13 +87,21 @@ def test_a_failed_row_is_reported_and_the_run_goes_on(tmp_path, monkeypatch, cap
     from bench.plan import BenchError
     from bench.suite import Row
 
-    clip = lambda frames: (tmp_path / "clip.mp4", None)  # noqa: E731 - never opened here
-    monkeypatch.setattr(bench.suite, "ROWS", (Row("a", "decode-bound", "persons", clip),
-                                              Row("b", "decode-bound", "persons", clip)))
+    made = []
+
+    def clip(row: str):
+        return lambda frames: made.append(frames) or (tmp_path / f"{row}-{frames}.mp4", None)
+
+    monkeypatch.setattr(bench.suite, "ROWS", (Row("a", "decode-bound", "persons", clip("a")),
+                                              Row("b", "decode-bound", "persons", clip("b"))))
     ran = []
+    # row b runs for 1 s at 150 frames on this machine: it is made 4 times longer
+    monkeypatch.setattr(bench.runner, "frames_for_run", lambda name, source, cameras, frames, min_run_s, *a:
+                        (frames * 4, 1.0) if Path(source).name == "b-150.mp4" else (frames, 5.0))
 
     def fake_run_bench(name, source, **kw):
         ran.append(kw["out"].name)
+        assert kw["frames"] == (600 if kw["out"].name == "b" else 150) and source.endswith(f"-{kw['frames']}.mp4")
         if kw["out"].name == "a":
             raise BenchError("bench mode 'naive' did not finish within 1800 s")
         return {"modes": {"vapipe": {"fps": 50.0, "cpu_util": 0.95}}, "ratios": {"vapipe/naive": 1.4},
@@ -108,4 +116,5 @@ def test_a_failed_row_is_reported_and_the_run_goes_on(tmp_path, monkeypatch, cap
     assert summary["b"]["modes"]["vapipe"]["fps"] == 50.0
     out = capsys.readouterr().out
     assert "a: failed: bench mode 'naive' did not finish" in out
+    assert made == [150, 150, 600] and "b: 150 frames per camera ran for 1.0 s here; 600 frames per camera" in out
     assert out.rstrip().splitlines()[-1].startswith("a                failed: bench mode 'naive'")
