@@ -56,6 +56,7 @@ class Camera:
         for st in self.stages.values():
             st.source_id = source_id
             st.output_dir = opts.output_dir  # type: ignore[attr-defined]
+            st.source_uri = uri  # type: ignore[attr-defined]  # sinks never write over it
         self.source = self.stages[graph.source]
         self.priority = priority
         if priority is not None:

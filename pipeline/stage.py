@@ -97,8 +97,10 @@ class Stage:
 
     def close(self) -> None:
         """Release resources; flush outputs.  Safe to call more than once.  A ``with`` block
-        (or a source's ``frames()``) after it opens the stage again; frames handed to a closed
-        stage otherwise get what the stage does with late frames (a video sink drops them)."""
+        (or a source's ``frames()``) after it opens the stage again.  A frame handed to a closed
+        stage opens it again too, except for a sink (``kind == "sink"``): a sink's outputs are
+        final once closed, and it does with late frames what it documents (a video sink passes
+        them on unwritten)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -121,7 +123,7 @@ class Stage:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-        self._opened = False
+        self._closed = True
 
     def ensure_open(self, reopen: bool = False) -> None:
         """Open the stage unless it is open; with ``reopen`` also if it was closed since."""
@@ -131,7 +133,7 @@ class Stage:
 
     def __call__(self, frame: Frame) -> Frame | None:
         _check_frame(self, frame)
-        self.ensure_open()
+        self.ensure_open(reopen=self.kind != "sink")  # a sink would start its file again
         return self.process(frame)
 
     def planning_cost(self, source_wh: tuple[int, int]) -> tuple[str, Any] | None:
@@ -235,7 +237,7 @@ class InferStage(Stage):
     def submit(self, frame: Frame) -> None:
         """Start work on ``frame`` (opens the stage on first use); collect it with poll/pop_oldest/drain."""
         _check_frame(self, frame)
-        self.ensure_open()
+        self.ensure_open(reopen=True)  # as a call after close does
         if self._reconfigure is not None:
             self._apply_reconfigure()
         ticket = self.start(frame) if self.wants(frame) else None

@@ -7,6 +7,9 @@ formatted with
   when a stage is used on its own),
 * ``source``: :func:`safe_name` of the stage's ``source_id``,
 * ``name``: the stage's name.
+
+A path that is the file the stage's source reads (``source_uri``, set by the
+runtime) is refused: writing it would destroy the input while it is read.
 """
 
 from __future__ import annotations
@@ -60,4 +63,9 @@ def resolve_output(template: str, stage: Any) -> Path:
                          "valid fields: {output}, {source}, {name}") from exc
     path = Path(text)
     path.parent.mkdir(parents=True, exist_ok=True)
+    source = str(getattr(stage, "source_uri", "") or "")
+    local = Path(source[len("file://"):] if source.startswith("file://") else source) if source else None
+    if local is not None and path.exists() and local.is_file() and path.samefile(local):
+        raise StageError(f"{getattr(stage, 'name', 'stage')}: output {path} is the source being read ({source}); "
+                         "write elsewhere (--output, or the stage's path)")
     return path

@@ -138,6 +138,15 @@ def test_missing_file_next_to_a_good_one_is_one_line(env, tmp_path: Path, make_c
     assert str(missing) in line
 
 
+def test_an_output_that_is_the_source_is_refused_and_the_source_kept(env, tmp_path: Path, make_clip) -> None:
+    """--output the folder the clip is in: faces would write {output}/clip.mp4 over the clip it reads."""
+    clip = copy_clip(make_clip(INDEXED), tmp_path / "clip.mp4")
+    before = clip.read_bytes()
+    line = one_error_line(vapipe(env, "run", "faces", "--source", clip, "--output", tmp_path, "--max-frames", "5"))
+    assert f"output {clip} is the source being read" in line, line
+    assert clip.read_bytes() == before
+
+
 # image folders -----------------------------------------------------------------------------------
 def test_corrupt_image_in_a_folder_is_a_counted_skip(env, tmp_path: Path, image_folder: Path) -> None:
     folder = with_bad_image(image_folder, tmp_path / "shots", "frame_002b.jpg", b"garbage, not an image " * 40)

@@ -66,6 +66,18 @@ def test_a_with_block_opens_a_stage_closed_before_it() -> None:
     assert (stage.opens, stage.closes) == (3, 3)
 
 
+def test_a_frame_after_close_opens_a_stage_again_but_not_a_sink() -> None:
+    class _Sink(_Counting):
+        kind = "sink"
+
+    frame = Frame.from_image(np.zeros((8, 8, 3), np.uint8))
+    for stage, opens in ((_Counting(), 2), (_Sink(), 1)):
+        with stage:
+            stage(frame)
+        stage(frame)
+        assert stage.opens == opens, type(stage).__name__
+
+
 def test_a_source_reads_from_the_start_again_after_close(tmp_path: Path) -> None:
     from tests.media import ClipSpec, write_clip
 

@@ -289,6 +289,16 @@ def test_reopen_starts_a_new_file(tmp_path: Path) -> None:
         assert len(decode(stage.path)[0]) == run == stage.frames_written
 
 
+def test_a_frame_after_the_with_block_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    stage = make_stage(tmp_path)
+    with stage:
+        for i in range(3):
+            stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    late = synthetic(3, pts=3 * TICKS_PER_FRAME)
+    assert stage(late) is late  # passed on unwritten, not a new file of one frame
+    assert len(decode(stage.path)[0]) == 3 == stage.frames_written
+
+
 def test_bad_codec_and_template_raise(tmp_path: Path) -> None:
     with pytest.raises(StageError):
         with make_stage(tmp_path, codec="no-such-codec") as stage:

@@ -134,7 +134,9 @@ def test_reopen_truncates_but_late_writes_append(tmp_path: Path) -> None:
     with stage:
         stage(frame(0))
         stage(frame(1))
-    stage.ensure_open()
+    stage(frame(9))  # after the block: appended, not a new file
+    assert [r["seq"] for r in lines(stage.path)] == [0, 1, 9]
+    stage.ensure_open(reopen=True)
     stage(frame(2))
     stage.close()  # runtime shutdown; a frame still in flight arrives afterwards
     stage(frame(3))
