@@ -68,6 +68,8 @@ class Camera:
         # stage reads full-resolution pixels; otherwise stages scale from the planes.
         self.needs_image = any(st.needs_image for st in self.stages.values())
         self.stats = SourceStats(source_id)
+        self._leaves = sum(1 for n in graph.order if graph.graph.out_degree(n) == 0)
+        self._last_out_seq = -1
         self.halt_reading = threading.Event()
         self.live = bool(getattr(self.source, "live", False))
         if self.live:
@@ -304,6 +306,12 @@ class Camera:
                     self.source_id, got, total)
 
     def _output(self, frame: Frame) -> None:
+        """A frame left the graph: counted once, when the first of several branches' last stages
+        hands it on (each branch's frames leave in ``seq`` order; one that dropped it does not)."""
+        if self._leaves > 1:
+            if frame.seq <= self._last_out_seq:
+                return
+            self._last_out_seq = frame.seq
         self.stats.frame_out(frame.captured_ns, frame.seq)
         if self.on_frame is not None:
             self.on_frame(self.source_id, frame)

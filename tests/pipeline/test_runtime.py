@@ -79,6 +79,23 @@ def test_fan_out_and_fan_in_merge_results_on_the_same_frame(tmp_path: Path) -> N
     assert all(sorted(f.detections.label) == ["a", "b"] for f in frames)
 
 
+TWO_ENDS = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 25}}
+      - {name: slow, type: "pipeline.testing:SleepInfer", params: {ms: 4, label: a}}
+      - {name: sink, type: "pipeline.testing:CollectSink", inputs: [slow]}
+      - {name: fast, type: "pipeline.testing:CollectSink", inputs: [src]}
+"""
+
+
+def test_a_frame_leaving_by_two_ends_is_counted_once(tmp_path: Path) -> None:
+    summary, out = _run(TWO_ENDS, tmp_path)
+    assert summary.error is None and [f.seq for f in out["cam"]] == list(range(25))
+    assert summary.sources[0].processed == 25  # not 50: the frames, not their ways out
+
+
 def test_frames_without_inference_still_leave_in_order(tmp_path: Path) -> None:
     text = LINEAR.replace("requests: 2}", "requests: 2, skip_every: 3}")
     summary, out = _run(text, tmp_path)
