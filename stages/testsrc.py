@@ -304,7 +304,7 @@ class TickerScene:
 
 
 class BarsScene:
-    """Eight colour bars drifting right over a vertical brightness ramp; no text."""
+    """Eight colour bars drifting left (4 px a frame) over a vertical brightness ramp; no text."""
 
     _COLOURS = np.array([(255, 255, 255), (0, 255, 255), (255, 255, 0), (0, 255, 0),
                          (255, 0, 255), (0, 0, 255), (255, 0, 0), (0, 0, 0)], np.float32)
