@@ -19,6 +19,7 @@ from .frame import Frame
 from .graph import PipelineGraph
 from .priority import NiceGroup
 from .queues import EMPTY, BoundedQueue, Closed
+from .redact import redact
 from .run_options import RunOptions, StageFailure
 from .stage import InferStage
 from .stats import LatencyStats, SourceStats
@@ -317,7 +318,10 @@ class Camera:
             self.on_frame(self.source_id, frame)
 
     def _on_source_event(self, state: str, info: dict[str, Any]) -> None:
-        """A live source changed state: count it, log it, and write it to the sinks."""
+        """A live source changed state: count it, log it, and write it to the sinks (a camera's
+        password in a reason is written as ``***``)."""
+        if "reason" in info:
+            info = {**info, "reason": redact(str(info["reason"]))}
         with self.stats.lock:
             self.stats.state = state
             self.stats.reason = "" if state == "streaming" else str(info.get("reason", self.stats.reason))
@@ -343,6 +347,7 @@ class Camera:
             msg = str(exc)
         else:
             msg = one_line_error(exc, f"{where} of source {self.source_id!r}")
+        msg = redact(msg)  # the summary, the status and the records show it
         if self.stats.error is None:
             self.stats.error = msg
         log.debug("failure in %s of %s", where, self.source_id, exc_info=exc)

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from .redact import RedactingFilter, redact
+
 __all__ = ["main", "OneLineParser"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -146,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())  # passwords in camera URLs never reach a log
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -159,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = redact(str(exc).strip())
     return text.splitlines()[0] if text else type(exc).__name__
 
 
@@ -333,11 +337,11 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
     if opts.trace is not None:
         summary.outputs.append(str(opts.trace.write(args.trace)))
     if args.json:
-        print(json.dumps(summary.as_dict(), indent=2))
+        print(redact(json.dumps(summary.as_dict(), indent=2)))
     elif not summary.error or any(s.processed for s in summary.sources):
-        print(summary.table())
+        print(redact(summary.table()))
     if summary.error:
-        print(f"vapipe: error: {summary.error}", file=sys.stderr)
+        print(f"vapipe: error: {redact(summary.error)}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 

@@ -15,43 +15,24 @@
 from __future__ import annotations
 
 import hmac
-import logging
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from pipeline.redact import RedactingFilter, redact
+
 __all__ = ["Forbidden", "Guard", "redact", "STREAM_SCHEMES", "RedactingFilter"]
 
 STREAM_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "udp", "srt", "rtp")
 _CAMERA = re.compile(r"/dev/video[0-9]{1,3}")
-_SECRETS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)([^/@\s]*@)")
 #: stage parameters that name files, devices or sources: never settable through the API
 PATH_PARAMS = ("path", "uri", "output", "cache_dir", "dir", "file")
 
 
 class Forbidden(ValueError):
     """A request names something outside what the server allows (HTTP 403)."""
-
-
-def redact(text: str) -> str:
-    """``text`` with the user:password part of every URL replaced by ``***``."""
-    return _SECRETS.sub(lambda m: f"{m.group(1)}***@", str(text))
-
-
-class RedactingFilter(logging.Filter):
-    """Log filter: user:password of URLs in a record's message become ``***``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            text = record.getMessage()
-        except Exception:  # noqa: BLE001 - a record that cannot format is left to the handler
-            return True
-        clean = redact(text)
-        if clean != text:
-            record.msg, record.args = clean, ()
-        return True
 
 
 class Guard:

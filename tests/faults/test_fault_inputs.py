@@ -147,6 +147,18 @@ def test_an_output_that_is_the_source_is_refused_and_the_source_kept(env, tmp_pa
     assert clip.read_bytes() == before
 
 
+def test_a_camera_password_is_never_shown_or_written(env, tmp_path: Path) -> None:
+    from tests.live.helpers import free_port
+
+    url = f"rtsp://admin:s3cr3t@127.0.0.1:{free_port()}/cam"  # nothing listens there
+    proc = vapipe(env, "run", "faces", "--source", url, "--output", tmp_path / "out", "--json",
+                  "--set", "decode.reconnect.max_attempts=1")
+    assert proc.returncode == 1 and "gave up on rtsp://***@127.0.0.1:" in proc.stderr, proc.stderr
+    written = [p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written and "reason" in written[0]  # the source's events were written, without the password
+    assert all("s3cr3t" not in text for text in [proc.stdout, proc.stderr, *written])
+
+
 # image folders -----------------------------------------------------------------------------------
 def test_corrupt_image_in_a_folder_is_a_counted_skip(env, tmp_path: Path, image_folder: Path) -> None:
     folder = with_bad_image(image_folder, tmp_path / "shots", "frame_002b.jpg", b"garbage, not an image " * 40)
