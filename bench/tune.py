@@ -145,6 +145,11 @@ def run_tune(name: str, source: str, cameras: int = 1, budget_s: float = 120.0, 
     if not infer:
         raise ValueError(f"pipeline {name!r} has no inference stage to tune")
     dims = {k: v for k, v in DIMENSIONS.items() if k != "resize" or resize}
+    from stages.sources.base import is_live_uri
+
+    if is_live_uri(source):
+        raise ValueError(f"--source {source}: tune compares trials of the same frames; give it a recording of "
+                         "the camera (a video file), not the live stream")
     total = None
     if "://" not in source and Path(source).is_file():
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -162,6 +163,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if isinstance(exc, (CliError, ValueError, FileNotFoundError)) else EXIT_FAILURE
 
 
+def _check_out_file(path: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse, before any work, an ``--out`` file that cannot be written (one line naming it)."""
+    out = Path(path)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise CliError(f"--out {path}: must end in {' or '.join(suffixes)}")
+    if out.is_dir():
+        raise CliError(f"--out {path}: is a directory; give a file name")
+    parent = next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise CliError(f"--out {path}: {parent} is a file, not a directory")
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise CliError(f"--out {path}: {parent} is not writable")
+
+
 def _one_line(exc: BaseException) -> str:
     text = redact(str(exc).strip())
     return text.splitlines()[0] if text else type(exc).__name__
@@ -224,6 +239,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "quantize":
         from .quantize import quantize_detector
 
+        if args.out is not None:
+            _check_out_file(args.out, (".xml",))
+
         result = quantize_detector(args.name, args.source, config=config_path, stage=args.stage, frames=args.frames,
                                    out=args.out, max_drop=args.max_drop / 100,
                                    log=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -231,6 +249,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "tune":
         from bench.tune import run_tune
+
+        _check_out_file(args.out)
 
         print(run_tune(args.name, args.source, cameras=args.cameras, budget_s=args.budget_s, frames=args.frames,
                        out=args.out, config=config_path,
@@ -316,6 +336,8 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--max-frames must be >= 1, got {args.max_frames}")
     if args.requests is not None and args.requests < 1:
         raise CliError(f"--requests must be >= 1, got {args.requests}")
+    if args.sync and args.requests is not None:
+        raise CliError(f"--sync runs one request per camera; --requests {args.requests} asks for more: give one")
     if args.cores is not None and args.cores < 0:
         raise CliError(f"--cores must be >= 0, got {args.cores}")
     check_cluster_options(args)

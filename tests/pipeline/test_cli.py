@@ -239,6 +239,27 @@ def test_a_usage_error_is_one_line_naming_the_argument(cli_env, args: list[str],
     assert line.endswith("--help)"), line
 
 
+@pytest.mark.parametrize("args, start", [
+    (["tune", "faces", "--source", "rtsp://127.0.0.1:9/cam"], "--source rtsp://127.0.0.1:9/cam: tune compares"),
+    (["tune", "faces", "--source", "CLIP", "--out", "FILE/x.yaml"], "--out FILE/x.yaml: FILE is a file"),
+    (["tune", "faces", "--source", "CLIP", "--out", "DIR"], "--out DIR: is a directory"),
+    (["quantize", "faces", "--source", "CLIP", "--out", "DIR/int8.onnx"], "--out DIR/int8.onnx: must end in .xml"),
+    (["run", "faces", "--source", "CLIP", "--sync", "--requests", "4"], "--sync runs one request per camera"),
+])
+def test_outputs_and_options_that_cannot_work_are_refused_before_any_work(cli_env, clip: Path, tmp_path: Path,
+                                                                          args: list[str], start: str) -> None:
+    (tmp_path / "file").write_text("")
+    values = {"CLIP": str(clip), "FILE": str(tmp_path / "file"), "DIR": str(tmp_path)}
+
+    def filled(text: str) -> str:
+        for key, value in values.items():
+            text = text.replace(key, value)
+        return text
+
+    line = one_error_line(vapipe(cli_env, *map(filled, args)))
+    assert line.startswith(f"vapipe: error: {filled(start)}"), line
+
+
 def test_an_unknown_device_names_the_option_and_the_valid_ones(cli_env, clip: Path) -> None:
     line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip, "--device", "TPU"))
     assert line.startswith("vapipe: error: --device TPU: unknown device 'TPU'; valid: CPU, GPU"), line
