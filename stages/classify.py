@@ -61,7 +61,10 @@ class Classify(InferStage):
 
     @classmethod
     def requires(cls, params: dict[str, Any]) -> dict[str, str]:
-        return {"tracks": "reclassify"} if params.get("reclassify", 1) != 1 else {}
+        needs = {"detections": "on"}  # the objects it runs on
+        if params.get("reclassify", 1) != 1:
+            needs["tracks"] = "reclassify"
+        return needs
 
     def open(self) -> None:
         from pipeline.models import resolve_model

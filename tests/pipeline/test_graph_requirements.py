@@ -28,6 +28,8 @@ def build(*stages: str) -> None:
     ([DETECT, MESH], r"^p.yaml:6: pipeline 'p' stage 'mesh': field 'reclassify': no stage before it provides "
                      r"tracks \(e.g. type: track\); before it: decode, det$"),
     ([DETECT, ZONES, TRACK], r"stage 'counting': field 'inputs': no stage before it provides tracks"),
+    ([MESH.replace(", reclassify: 0", "")], r"^p.yaml:5: pipeline 'p' stage 'mesh': field 'on': no stage before it "
+                                            r"provides detections \(e.g. type: detect\); before it: decode$"),
 ])
 def test_missing_provider_is_a_one_line_error(stages: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
