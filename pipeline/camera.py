@@ -300,6 +300,10 @@ class Camera:
         announced that never came (a file cut short), beyond 1 % or 2 frames."""
         stopped = self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set()
         total, got = self.stats.total, self.stats.decoded
+        start = getattr(getattr(self.source, "params", None), "start_frame", 0) or 0
+        if not stopped and self.stats.error is None and got == 0 and start > 0:
+            log.warning("source %r: no frame from start_frame %d on (past its end?)", self.source_id, start)
+            return
         if stopped or self.stats.error is not None or not total or total - got <= max(2, total // 100):
             return
         self.stats.missing_frames = total - got

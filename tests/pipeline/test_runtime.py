@@ -236,3 +236,16 @@ def test_source_ids_are_short_distinct_and_avoid_names_in_use() -> None:
     assert source_ids(uris) == ["door", "door-2", "door-3", "bars"]
     assert source_ids(uris[:2], taken={"door", "door-2"}) == ["door-3", "door-4"]
     assert all("secret" not in sid for sid in source_ids(uris))
+
+
+def test_a_start_past_the_end_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    text = """
+pipelines:
+  p:
+    stages:
+      - {name: decode, type: decode, params: {start_frame: 50}}
+      - {name: sink, type: "pipeline.testing:CollectSink"}
+"""
+    summary, _ = _run(text, tmp_path, sources=["testsrc://bars?width=64&height=48&frames=10"])
+    assert summary.error is None and summary.sources[0].processed == 0
+    assert "no frame from start_frame 50 on (past its end?)" in caplog.text
