@@ -21,7 +21,7 @@ from .priority import NiceGroup
 from .queues import EMPTY, BoundedQueue, Closed
 from .redact import redact
 from .run_options import RunOptions, StageFailure
-from .stage import InferStage
+from .stage import InferStage, StageError
 from .stats import LatencyStats, SourceStats
 from .thread_cpu import ffmpeg_decoder_threads
 
@@ -104,7 +104,7 @@ class Camera:
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
         spec = self.graph.graph.nodes[stage_name]["spec"]
         policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
-        kind = "" if isinstance(exc, (ValueError, FileNotFoundError)) else f"{type(exc).__name__}: "
+        kind = "" if isinstance(exc, (ValueError, FileNotFoundError, StageError)) else f"{type(exc).__name__}: "
         text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{exc}"
         if policy == "skip":
             self.stats.skipped_errors += 1
@@ -386,4 +386,8 @@ class Camera:
 
 def one_line_error(exc: BaseException, context: str) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if isinstance(exc, (ValueError, FileNotFoundError)) else f"{context}: {type(exc).__name__}: {text}"
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        return text
+    if isinstance(exc, StageError):  # a stage's own message: it names the stage and the problem
+        return f"{context}: {text}"
+    return f"{context}: {type(exc).__name__}: {text}"

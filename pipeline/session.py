@@ -90,7 +90,7 @@ class Session:
         self.plan = self._plan(max(1, expected_sources), measure=False)  # measured once the sources are known
         self._overrides = self._plan_overrides(self.plan)
         self.plan_note = ""
-        _make_output_dir(self.opts.output_dir)
+        self._made_output_dir = _make_output_dir(self.opts.output_dir)
         if process_wide:
             from .threads import apply_global
 
@@ -334,6 +334,9 @@ class Session:
             for fn in restore:
                 fn()
             self._restore_global()
+        out = self.opts.output_dir
+        if self._made_output_dir and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a run that wrote nothing (it failed at the start) leaves no empty directory
         return self.summary()
 
     # statistics ------------------------------------------------------------------------
@@ -398,11 +401,14 @@ def _open(cam: Camera) -> None:
         raise StageFailure(one_line_error(exc, cam.source_id)) from exc
 
 
-def _make_output_dir(path: Any) -> None:
-    """Create the output directory (and its parents); a one-line error naming it when it cannot be."""
+def _make_output_dir(path: Any) -> bool:
+    """Create the output directory (and its parents); whether it was made now; a one-line error
+    naming it when it cannot be."""
+    made = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise ValueError(f"output directory {path}: a file of that name is in the way") from None
     except OSError as exc:
         raise ValueError(f"output directory {path}: cannot be created: {exc.strerror or exc}") from None
+    return made

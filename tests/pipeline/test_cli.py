@@ -260,6 +260,14 @@ def test_outputs_and_options_that_cannot_work_are_refused_before_any_work(cli_en
     assert line.startswith(f"vapipe: error: {filled(start)}"), line
 
 
+def test_a_run_that_fails_before_writing_leaves_no_output_directory(cli_env, clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    line = one_error_line(vapipe(cli_env, "run", "faces", "--source", clip, "--output", out, "--set",
+                                 "encode.codec=h265x"))
+    assert "': encode: cannot set up 'h265x'" in line and "StageError" not in line, line
+    assert not out.exists()
+
+
 def test_an_unknown_device_names_the_option_and_the_valid_ones(cli_env, clip: Path) -> None:
     line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip, "--device", "TPU"))
     assert line.startswith("vapipe: error: --device TPU: unknown device 'TPU'; valid: CPU, GPU"), line
