@@ -9,20 +9,25 @@ formatted with
 * ``name``: the stage's name.
 
 A path that is the file the stage's source reads (``source_uri``, set by the
-runtime) is refused: writing it would destroy the input while it is read.
+runtime) is refused: writing it would destroy the input while it is read.  A sink
+:func:`claim` s its file while it writes it: two sinks of one process may share a
+file only where both share it by design (JSON Lines of several cameras); an MP4
+and a JSON file, or two MP4s, on one path are refused in one line naming both.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.stage import StageError
 
-__all__ = ["safe_name", "resolve_output", "DEFAULT_OUTPUT_DIR"]
+__all__ = ["safe_name", "resolve_output", "claim", "release", "owner_name", "DEFAULT_OUTPUT_DIR"]
 
 DEFAULT_OUTPUT_DIR = Path("output")
 _MAX_LEN = 80
@@ -50,6 +55,43 @@ def safe_name(source_id: str) -> str:
         digest = hashlib.sha1(str(source_id).encode()).hexdigest()[:8]
         name = f"{name[:_MAX_LEN - 9]}-{digest}"
     return name or "source"
+
+
+_CLAIMS: dict[str, tuple[str | None, set[str]]] = {}  # real path -> (sharing kind, owners)
+_CLAIMS_LOCK = threading.Lock()
+
+
+def claim(path: Path, stage: Any, shared_as: str | None = None) -> None:
+    """Mark ``path`` as written by ``stage``, or raise StageError naming the sink that writes it
+    already.  ``shared_as``: sinks claiming the path with the same value share it (None: the
+    file is the stage's alone)."""
+    owner = owner_name(stage)
+    key = os.path.realpath(path)
+    with _CLAIMS_LOCK:
+        kind, owners = _CLAIMS.get(key, (shared_as, set()))
+        others = owners - {owner}
+        if others and (kind is None or kind != shared_as):
+            raise StageError(f"{getattr(stage, 'name', 'stage')}: {path} is already written by {sorted(others)[0]}; "
+                             "give each output its own path (e.g. {output}/{source}-{name}.EXT)")
+        _CLAIMS[key] = (kind, owners | {owner})
+
+
+def release(path: Path, stage: Any) -> None:
+    """``stage`` no longer writes ``path``."""
+    owner = owner_name(stage)
+    key = os.path.realpath(path)
+    with _CLAIMS_LOCK:
+        kind, owners = _CLAIMS.get(key, (None, set()))
+        owners = owners - {owner}
+        if owners:
+            _CLAIMS[key] = (kind, owners)
+        else:
+            _CLAIMS.pop(key, None)
+
+
+def owner_name(stage: Any) -> str:
+    """How a sink is named in a clash: ``stage 'NAME' of source 'ID'``."""
+    return f"stage {getattr(stage, 'name', '?')!r} of source {getattr(stage, 'source_id', '') or '?'!r}"
 
 
 def resolve_output(template: str, stage: Any) -> Path:

@@ -45,7 +45,7 @@ from pipeline.geometry import scaled_size
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
-from ._paths import resolve_output
+from ._paths import claim, release, resolve_output
 from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
@@ -213,9 +213,17 @@ class Encode(Stage):
         return w + w % 2, h + h % 2
 
     def _start(self, frame: Frame) -> None:
+        self.path = resolve_output(self.params.path, self)
+        claim(self.path, self)  # before the file is opened: another sink's is not truncated
+        try:
+            self._open_file(frame)
+        except BaseException:
+            release(self.path, self)
+            raise
+
+    def _open_file(self, frame: Frame) -> None:
         p = self.params
         width, height = self._file_size((frame.width, frame.height))
-        self.path = resolve_output(p.path, self)
         self._use_ts = frame.pts is not None and frame.time_base is not None
         self._t0 = Fraction(frame.pts) * Fraction(frame.time_base) if self._use_ts else Fraction(0)
         self._seq0 = frame.seq
@@ -340,6 +348,7 @@ class Encode(Stage):
         self._container = self._stream = None
         if container is None:
             return
+        release(self.path, self)
         try:
             if self.frames_written:
                 container.mux(stream.encode(None))

@@ -51,7 +51,7 @@ from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
-from ._paths import resolve_output
+from ._paths import claim, release, resolve_output
 from ._shared_file import SharedFile
 from .records import Schema, event_record, frame_events, frame_record, to_json
 
@@ -123,6 +123,7 @@ class Metadata(Stage):
             f, self._file = self._file, None
             if f is not None:
                 f.release()
+                release(f.path, self)
 
     # internals ------------------------------------------------------------------
     def _write(self, record: dict[str, Any], flush: bool) -> None:
@@ -132,10 +133,13 @@ class Metadata(Stage):
                 log.debug("%s: %s is closed; a JSON array cannot take later records", self.name, self.path)
                 return
             self.path = resolve_output(self.params.path, self)
+            # records of several cameras (or stages) may share a file of one format; nothing else may
+            claim(self.path, self, shared_as=f"metadata {self.params.format}")
             # Truncate once per open(); later re-opens (writes after close) append.
             try:
                 self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)
             except OSError as exc:
+                release(self.path, self)
                 raise StageError(f"{self.name}: cannot write {self.path}: {exc.strerror or exc}") from None
             self._started = True
             self._pending = 0

@@ -472,3 +472,25 @@ def test_a_preset_the_encoder_refuses_is_named_once_and_leaves_no_file(tmp_path:
     assert not (tmp_path / "out.mp4").exists()
     # the encoder's own complaint appears once, not once per output clock tried
     assert capfd.readouterr().err.count("invalid preset") <= 1
+
+
+def test_two_sinks_on_one_path_are_refused_and_the_first_file_kept(tmp_path: Path) -> None:
+    from stages.metadata import Metadata
+
+    first = make_stage(tmp_path, source="cam", path="{output}/cam.mp4")
+    other = make_stage(tmp_path, source="door", path="{output}/cam.mp4")
+    records = Metadata(path=str(tmp_path / "cam.mp4"), format="json-lines")
+    records.source_id = "cam"
+    with first:
+        first(synthetic(0, pts=0))
+        with pytest.raises(StageError, match=r"^encode: .*cam\.mp4 is already written by stage 'encode' of "
+                                             r"source 'cam'; give each output its own path"):
+            with other:
+                other(synthetic(0, pts=0))
+        with pytest.raises(StageError, match=r"^metadata: .*cam\.mp4 is already written by stage 'encode'"):
+            with records:
+                records(synthetic(0, pts=0))
+        first(synthetic(1, pts=TICKS_PER_FRAME))
+    assert len(decode(first.path)[0]) == 2  # neither the other encoder nor the records touched it
+    with other:  # once the first has finished, the path is free
+        other(synthetic(0, pts=0))
