@@ -160,6 +160,9 @@ class DbTextAdapter(DetectorAdapter):
         return input_size_for(src_wh, self.limit_side_len, self.limit_type, self.max_side_len)
 
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
+        if len(outputs) != 1 or outputs[0].ndim != 4 or outputs[0].shape[1] != 1:
+            shapes = ", ".join(str(list(o.shape)) for o in outputs)
+            raise ValueError(f"decoder 'db_text' reads one N x 1 x H x W probability map; the outputs are {shapes}")
         prob = np.asarray(outputs[0], np.float32).reshape(outputs[0].shape[-2:])
         h, w = prob.shape
         mask = (prob > self.thresh).astype(np.uint8)

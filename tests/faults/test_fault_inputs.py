@@ -213,6 +213,15 @@ def test_model_that_does_not_fit_the_decoder_is_one_line(env, tmp_path: Path, im
     assert str(path) in line and expected in line
 
 
+def test_text_detection_decoder_on_a_face_detector_is_one_line(env, tmp_path: Path, image_folder: Path,
+                                                               models_dir: Path) -> None:
+    path = models_dir / "mediapipe/face_detection_short_range.tflite"
+    line = one_error_line(vapipe(env, "run", "persons", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--set", f"person_detect.model={path}", "--set", "person_detect.decoder=db_text"))
+    assert line.endswith("decoder 'db_text' reads one N x 1 x H x W probability map; the outputs are "
+                         "[1, 896, 16], [1, 896, 1]"), line
+
+
 def test_detector_decoder_on_a_detector_with_other_outputs_is_one_line(env, tmp_path: Path,
                                                                        image_folder: Path) -> None:
     """BlazeFace's decoder on the pose detector: both are SSD models, with 16 vs 12 values per anchor."""
