@@ -21,15 +21,13 @@ from pipeline.frame import TRACK_BOXES, TRACKS_ENDED, Frame, attr_values
 from pipeline.stage import InferStage
 
 from ._infer_common import InferParams, adapter_class, make_adapter
+from ._label_watch import LabelWatch
 from ._reclassify import ReclassifyCache, reclassified_share
 from .model_settings import ClassifierSettings
 from .models.base import RoiAdapter
 
 
 MAX_AUTO_REQUESTS = 16
-#: labels of other objects remembered for the warning about ``on`` (see the module docstring)
-LABELS_SHOWN = 12
-
 log = logging.getLogger("vapipe")
 
 
@@ -81,16 +79,13 @@ class Classify(InferStage):
         self.pool: RequestPool = model.create_pool(n, self.priority)
         self.depth = n
         self.reuse = ReclassifyCache(self.params.reclassify) if self.params.reclassify != 1 else None
-        self.objects_on = 0                 # objects of the ``on`` labels that reached the stage
-        self.other_labels: set[str] = set()  # labels of the other objects (at most LABELS_SHOWN)
+        self.labels_seen = LabelWatch(self.name, "on", self.params.on)
 
     def close(self) -> None:
         if hasattr(self, "pool"):
             self.pool.drain()
-        if getattr(self, "objects_on", 1) == 0 and self.other_labels:
-            log.warning("stage %r: no object labelled %s reached it (on: %s); objects that did: %s",
-                        self.name, " or ".join(repr(x) for x in self.params.on), self.params.on,
-                        ", ".join(sorted(self.other_labels)))
+        if hasattr(self, "labels_seen"):
+            self.labels_seen.warn_if_unmatched()
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
         from pipeline.models import resolve_model
@@ -106,9 +101,7 @@ class Classify(InferStage):
     def start(self, frame: Frame) -> Any:
         dets = frame.detections
         idx = dets.with_label(self.params.on)
-        self.objects_on += len(idx)
-        if len(idx) < len(dets) and len(self.other_labels) < LABELS_SHOWN and not self.objects_on:
-            self.other_labels.update(str(x) for x in dets.label[:LABELS_SHOWN])
+        self.labels_seen.see(dets.label, len(idx))
         if len(idx) > self.params.max_objects:
             idx = idx[(-dets.score[idx]).argsort(kind="stable")[: self.params.max_objects]]
         if not self.params.requests and len(idx) * self.depth > self.pool.size:

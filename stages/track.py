@@ -42,6 +42,7 @@ from pipeline.frame import DETECTION_RAN, STILL, TRACK_BOXES, TRACKS_ENDED, Dete
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
+from ._label_watch import LabelWatch
 from .motion import BOXES as MOTION_BOXES
 from .tracking.boxes import follow_box
 from .tracking.bytetrack import ByteTracker, TrackerConfig
@@ -107,6 +108,7 @@ class Track(Stage):
         super().__init__(*args, **kwargs)
         self.source_fps: float | None = None  # set by the runtime; in your own loop, set it for lost_s
         self._sources: dict[str, _Source] = {}
+        self._labels_seen: LabelWatch | None = None
 
     @classmethod
     def requires(cls, params: dict[str, Any]) -> dict[str, str]:
@@ -114,6 +116,11 @@ class Track(Stage):
 
     def open(self) -> None:
         self._sources = {}
+        self._labels_seen = None if self.params.labels is None else LabelWatch(self.name, "labels", self.params.labels)
+
+    def close(self) -> None:
+        if getattr(self, "_labels_seen", None) is not None:
+            self._labels_seen.warn_if_unmatched()
 
     def config(self) -> TrackerConfig:
         p = self.params
@@ -148,6 +155,8 @@ class Track(Stage):
         dets = frame.detections
         labels = self.params.labels
         sel = np.arange(len(dets)) if labels is None else dets.with_label(labels)
+        if self._labels_seen is not None:
+            self._labels_seen.see(dets.label, len(sel))
         payloads = [(dets.keypoints[i], dict(dets.attributes[i])) for i in sel]
         ids, ended = tracker.update(dets.xyxy[sel], dets.score[sel], dets.label[sel], steps, payloads,
                                     bounds=(frame.width, frame.height), motion=_motion_regions(frame))

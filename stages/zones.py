@@ -47,6 +47,7 @@ from pipeline.frame import EVENTS, OVERLAY, RECORD, TRACKS_ENDED, Frame, attr_va
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
+from ._label_watch import LabelWatch
 from .annotate import Shape
 from .regions import Anchor, anchors, box_touches_segment, cross_sides, inside_polygon, segments_cross, \
     self_intersection, signed_distance
@@ -154,9 +155,17 @@ class Zones(Stage):
         super().__init__(*args, **kwargs)
         self.source_fps: float | None = None  # set by the runtime
         self._sources: dict[str, _Source] = {}
+        self._labels_seen: LabelWatch | None = None
 
     def open(self) -> None:
         self._sources = {}
+        wanted = sorted({lb for spec in (*self.params.zones.values(), *self.params.lines.values())
+                         for lb in (spec.labels or ())})
+        self._labels_seen = LabelWatch(self.name, "labels", wanted) if wanted else None
+
+    def close(self) -> None:
+        if getattr(self, "_labels_seen", None) is not None:
+            self._labels_seen.warn_if_unmatched()
 
     def process(self, frame: Frame) -> Frame:
         src = self._sources.get(frame.source_id)
@@ -165,6 +174,9 @@ class Zones(Stage):
         elif src.size != (frame.width, frame.height):
             src.set_size(frame.width, frame.height)
         t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
+        if self._labels_seen is not None:
+            tracked = frame.detections.label[frame.detections.track_id >= 0]
+            self._labels_seen.see(tracked, sum(1 for lb in tracked if lb in self._labels_seen.wanted))
         events = src.update(frame, t)
         for ended in attr_values(frame, TRACKS_ENDED):
             events += src.end_tracks(ended, frame, t)

@@ -136,6 +136,18 @@ def test_labels_filter_leaves_other_objects_untracked() -> None:
     assert out.track_id.tolist() == [1, -1]
 
 
+def test_a_labels_filter_that_matches_nothing_says_which_labels_came(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="vapipe"):
+        with Track(labels=["persn"], name="track") as t:
+            for s in range(3):
+                t(frame(s, [moving(s), moving(s, x0=200)], ["person", "dog"]))
+        with Track(labels=["person"]) as t:
+            for s in range(3):
+                t(frame(s, [moving(s)], ["person"]))
+    assert [r.getMessage() for r in caplog.records] == [
+        "stage 'track': no object labelled 'persn' reached it (labels: ['persn']); objects that did: dog, person"]
+
+
 def test_ids_are_per_source_and_user_detections_without_marks_count_as_detected() -> None:
     with Track() as t:
         for s in range(3):
