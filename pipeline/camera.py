@@ -18,6 +18,7 @@ from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
 from .priority import NiceGroup
+from .ov_errors import ov_reason
 from .queues import EMPTY, BoundedQueue, Closed
 from .redact import redact
 from .run_options import RunOptions, StageFailure
@@ -105,7 +106,7 @@ class Camera:
         spec = self.graph.graph.nodes[stage_name]["spec"]
         policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
         kind = "" if isinstance(exc, (ValueError, FileNotFoundError, StageError)) else f"{type(exc).__name__}: "
-        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{exc}"
+        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{_one_line(exc)}"
         if policy == "skip":
             self.stats.skipped_errors += 1
             key = f"{stage_name}:{type(exc).__name__}"
@@ -384,8 +385,16 @@ class Camera:
         return run
 
 
+def _one_line(exc: BaseException) -> str:
+    """The exception's message on one line (an OpenVINO one: its informative line)."""
+    text = str(exc).strip()
+    if "\n" not in text:
+        return text or type(exc).__name__
+    return ov_reason(exc) if text.startswith("Exception from") else text.splitlines()[0]
+
+
 def one_line_error(exc: BaseException, context: str) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = _one_line(exc)
     if isinstance(exc, (ValueError, FileNotFoundError)):
         return text
     if isinstance(exc, StageError):  # a stage's own message: it names the stage and the problem

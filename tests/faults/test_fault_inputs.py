@@ -222,6 +222,15 @@ def test_text_detection_decoder_on_a_face_detector_is_one_line(env, tmp_path: Pa
                          "[1, 896, 16], [1, 896, 1]"), line
 
 
+def test_a_region_decoder_feeding_another_input_size_is_one_line(env, tmp_path: Path, image_folder: Path) -> None:
+    """The text direction decoder (48x192 crops of the ticker's text) on the face mesh (192x192):
+    OpenVINO's own several-line exception becomes its one informative line."""
+    line = one_error_line(vapipe(env, "run", "ocr", "--source", image_folder, "--output", tmp_path / "out",
+                                 "--no-progress", "--set", "direction.model=mediapipe/face_landmark"))
+    assert line.startswith("vapipe: error: stage 'direction' on source ") and line.endswith("are incompatible"), line
+    assert "src/" not in line
+
+
 def test_detector_decoder_on_a_detector_with_other_outputs_is_one_line(env, tmp_path: Path,
                                                                        image_folder: Path) -> None:
     """BlazeFace's decoder on the pose detector: both are SSD models, with 16 vs 12 values per anchor."""
