@@ -82,6 +82,14 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:  # YAML takes the last of repeated keys: here they are an error
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            key = loader.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
     mapping = loader.construct_mapping(node, deep=deep)
     mapping["__line__"] = node.start_mark.line + 1
     return mapping
@@ -135,6 +143,11 @@ def parse_config(text: str, path: str = "<string>", check_files: bool = True,
         raise ConfigError(f"{path}: invalid YAML value: {type(exc).__name__}: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("pipelines"), dict):
         raise ConfigError(f"{path}: expected a mapping with key 'pipelines: {{NAME: {{description, stages}}}}'")
+    unknown = [k for k in raw if k not in ("pipelines", "__line__")]
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; valid: pipelines")
+    if not any(k != "__line__" for k in raw["pipelines"]):
+        raise ConfigError(f"{path}: 'pipelines' is empty; give at least one pipeline: NAME: {{stages: [...]}}")
     pipelines: dict[str, PipelineSpec] = {}
     for name, body in raw["pipelines"].items():
         if name == "__line__" or str(name) in exclude:

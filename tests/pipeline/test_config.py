@@ -85,6 +85,21 @@ def test_invalid_yaml_cites_the_line() -> None:
         parse_config("pipelines:\n  p:\n    stages: [\n", "t.yaml")
 
 
+@pytest.mark.parametrize("text, message", [
+    ("pipelines:\n  p:\n    stages: [{name: a, type: decode}]\n  p:\n    stages: [{name: b, type: decode}]\n",
+     r"^t.yaml:4: invalid YAML: duplicate key 'p' \(first on line 2\)$"),
+    ("pipelines:\n  p:\n    stages: [{name: a, type: decode, params: {loop: true, loop: false}}]\n",
+     r"^t.yaml:3: invalid YAML: duplicate key 'loop' \(first on line 3\)$"),
+    ("version: 2\npipelines:\n  p:\n    stages: [{name: a, type: decode}]\n",
+     r"^t.yaml: unknown top-level key 'version'; valid: pipelines$"),
+    ("pipelines: {}\n", r"^t.yaml: 'pipelines' is empty"),
+])
+def test_what_yaml_would_take_silently_is_an_error(text: str, message: str) -> None:
+    """YAML keeps the last of repeated keys and ignores keys nobody reads: here they are errors."""
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text, "t.yaml")
+
+
 def test_overrides_change_params_and_reject_unknown_ones() -> None:
     spec = parse_config(GOOD, "t.yaml").get("p")
     new = apply_overrides(spec, ["src.count=5"])
