@@ -41,7 +41,11 @@ def source_ids(uris: list[str], taken: Collection[str] = ()) -> list[str]:
     out: list[str] = []
     for uri in uris:
         base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
-        stem = Path(base.split("://", 1)[-1]).stem or base.replace("://", "_")
+        rest = base.split("://", 1)[-1]
+        if "://" in base and "/" not in rest:  # a stream named by its address alone (udp://HOST:PORT)
+            stem = rest.replace(":", "_")
+        else:
+            stem = Path(rest).stem or base.replace("://", "_")
         name, k = stem, 2
         while name in out or name in taken:
             name, k = f"{stem}-{k}", k + 1

@@ -236,6 +236,8 @@ def test_source_ids_are_short_distinct_and_avoid_names_in_use() -> None:
     assert source_ids(uris) == ["door", "door-2", "door-3", "bars"]
     assert source_ids(uris[:2], taken={"door", "door-2"}) == ["door-3", "door-4"]
     assert all("secret" not in sid for sid in source_ids(uris))
+    assert source_ids(["udp://127.0.0.1:5000", "srt://cam:9000?mode=caller", "rtsp://cam/"]) == [
+        "127.0.0.1_5000", "cam_9000", "cam"]
 
 
 def test_a_start_past_the_end_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
