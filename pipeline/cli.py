@@ -278,6 +278,14 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
         raise CliError(f"--cores must be >= 1, got {args.cores}")
     if args.sources < 1:
         raise CliError(f"--sources must be >= 1, got {args.sources}")
+    if args.source and args.sources != 1:
+        raise CliError(f"--sources {args.sources} with --source: the plan is for the {len(args.source)} source(s) "
+                       "given; give one of them")
+    from stages.sources.base import is_live_uri
+
+    for uri in args.source or []:  # a file the run would refuse: said now, not as a note
+        if not is_live_uri(uri) and "://" not in uri and not Path(uri).exists():
+            raise CliError(f"--source {uri}: not found")
     info = collect(args.pipeline, args.cores, args.source or args.sources, config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))
     return EXIT_OK

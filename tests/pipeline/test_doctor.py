@@ -92,13 +92,16 @@ def test_shows_how_the_last_run_went_and_its_re_plan(tmp_path: Path, monkeypatch
     assert "  last run re-planned at 5.02 s: {'person_detect': {'NUM_STREAMS': 2}}" in res.stdout, res.stdout
 
 
-def test_a_source_that_cannot_be_read_is_named_in_the_plan(tmp_path: Path) -> None:
+def test_a_missing_source_is_refused_and_an_unreadable_one_named_in_the_plan(tmp_path: Path) -> None:
     missing = tmp_path / "nope.mp4"
     res = doctor("--pipeline", "persons", "--source", str(missing))
+    assert res.returncode == 2 and res.stderr.strip() == f"vapipe: error: --source {missing}: not found", res.stderr
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video\n")
+    res = doctor("--pipeline", "persons", "--source", str(text))
     assert res.returncode == 0, res.stderr
     notes = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("note: cost assumed")]
-    assert notes and all(str(missing) in n for n in notes), res.stdout
-    assert any(n.startswith(f"note: cost assumed, not measured: source {missing}: source not found") for n in notes)
+    assert any(n.startswith(f"note: cost assumed, not measured: source {text}: cannot open source") for n in notes)
 
 
 def test_counts_below_one_are_refused_in_one_line() -> None:
