@@ -11,11 +11,16 @@ from service.logs import FORMAT, InstanceTag, thread_prefix
 from tests.live.helpers import free_port
 
 
-def _formatted(record_from: threading.Thread | None, message: str) -> str:
-    out = io.StringIO()
+def _tagging_handler(out: io.StringIO) -> logging.Handler:
     handler = logging.StreamHandler(out)
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.addFilter(InstanceTag())
+    return handler
+
+
+def _formatted(record_from: threading.Thread | None, message: str) -> str:
+    out = io.StringIO()
+    handler = _tagging_handler(out)
     logger = logging.getLogger("vapipe.test.logs")
     logger.addHandler(handler)
     try:
@@ -38,9 +43,7 @@ def test_lines_from_an_instance_thread_carry_its_id_and_others_do_not() -> None:
 
 def test_two_instances_with_cameras_of_one_name_are_told_apart(client) -> None:
     out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logging.Formatter(FORMAT))
-    handler.addFilter(InstanceTag())
+    handler = _tagging_handler(out)
     logger = logging.getLogger("vapipe")
     logger.addHandler(handler)
     url = f"rtsp://127.0.0.1:{free_port()}/cam"  # nothing listens there: each camera logs its retries
