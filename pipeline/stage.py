@@ -209,7 +209,7 @@ class InferStage(Stage):
         self.close()
         self.params = self.params.model_copy(update=update)
         self.open()
-        self._opened = True
+        self._opened, self._closed = True, False  # open again: the next frame must not reopen it
 
     # to implement ------------------------------------------------------------------
     def start(self, frame: Frame) -> Any:

@@ -102,3 +102,27 @@ def test_calling_an_inference_stage_with_frames_submitted_and_not_collected_is_a
             det(Frame.from_image(image, "cam", 1))
         assert [f.seq for f in det.drain()] == [0]  # nothing was lost
         assert det(Frame.from_image(image, "cam", 2)).seq == 2
+
+
+def test_a_reconfigured_stage_keeps_the_frames_submitted_after_it() -> None:
+    from pipeline.testing import SleepInfer
+
+    class Counted(SleepInfer):
+        opens = 0
+
+        def open(self) -> None:
+            Counted.opens += 1
+            super().open()
+
+    frame = lambda seq: Frame.from_image(np.zeros((8, 8, 3), np.uint8), "cam", seq)  # noqa: E731
+    out = []
+    with Counted(ms=5, requests=2) as stage:
+        for seq in range(3):
+            stage.submit(frame(seq))
+            out += stage.poll()
+        stage.reconfigure({"requests": 3})
+        for seq in range(3, 8):
+            stage.submit(frame(seq))  # the first applies the change; none may open the stage again
+            out += stage.poll()
+        out += stage.drain()
+    assert [f.seq for f in out] == list(range(8)) and Counted.opens == 2  # at the start and for the change
