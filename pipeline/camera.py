@@ -18,7 +18,7 @@ from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
 from .priority import NiceGroup
-from .ov_errors import ov_reason
+from .ov_errors import one_line
 from .queues import EMPTY, BoundedQueue, Closed
 from .redact import redact
 from .run_options import RunOptions, StageFailure
@@ -70,8 +70,6 @@ class Camera:
         # stage reads full-resolution pixels; otherwise stages scale from the planes.
         self.needs_image = any(st.needs_image for st in self.stages.values())
         self.stats = SourceStats(source_id)
-        self._leaves = sum(1 for n in graph.order if graph.graph.out_degree(n) == 0)
-        self._last_out_seq = -1
         self.halt_reading = threading.Event()
         self.live = bool(getattr(self.source, "live", False))
         if self.live:
@@ -106,7 +104,7 @@ class Camera:
         spec = self.graph.graph.nodes[stage_name]["spec"]
         policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
         kind = "" if isinstance(exc, (ValueError, FileNotFoundError, StageError)) else f"{type(exc).__name__}: "
-        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{_one_line(exc)}"
+        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{one_line(exc)}"
         if policy == "skip":
             self.stats.skipped_errors += 1
             key = f"{stage_name}:{type(exc).__name__}"
@@ -312,12 +310,6 @@ class Camera:
                     self.source_id, got, total)
 
     def _output(self, frame: Frame) -> None:
-        """A frame left the graph: counted once, when the first of several branches' last stages
-        hands it on (each branch's frames leave in ``seq`` order; one that dropped it does not)."""
-        if self._leaves > 1:
-            if frame.seq <= self._last_out_seq:
-                return
-            self._last_out_seq = frame.seq
         self.stats.frame_out(frame.captured_ns, frame.seq)
         if self.on_frame is not None:
             self.on_frame(self.source_id, frame)
@@ -385,16 +377,8 @@ class Camera:
         return run
 
 
-def _one_line(exc: BaseException) -> str:
-    """The exception's message on one line (an OpenVINO one: its informative line)."""
-    text = str(exc).strip()
-    if "\n" not in text:
-        return text or type(exc).__name__
-    return ov_reason(exc) if text.startswith("Exception from") else text.splitlines()[0]
-
-
 def one_line_error(exc: BaseException, context: str) -> str:
-    text = _one_line(exc)
+    text = one_line(exc)
     if isinstance(exc, (ValueError, FileNotFoundError)):
         return text
     if isinstance(exc, StageError):  # a stage's own message: it names the stage and the problem

@@ -178,8 +178,9 @@ def _check_out_file(path: str, suffixes: tuple[str, ...] = ()) -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = redact(str(exc).strip())
-    return text.splitlines()[0] if text else type(exc).__name__
+    from .ov_errors import one_line
+
+    return redact(one_line(exc))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -281,10 +282,8 @@ def _cmd_doctor(args: argparse.Namespace, config_path: str) -> int:
     if args.source and args.sources != 1:
         raise CliError(f"--sources {args.sources} with --source: the plan is for the {len(args.source)} source(s) "
                        "given; give one of them")
-    from stages.sources.base import is_live_uri
-
     for uri in args.source or []:  # a file the run would refuse: said now, not as a note
-        if not is_live_uri(uri) and "://" not in uri and not Path(uri).exists():
+        if "://" not in uri and not Path(uri).exists():
             raise CliError(f"--source {uri}: not found")
     info = collect(args.pipeline, args.cores, args.source or args.sources, config_path)
     print(json.dumps(info, indent=2, default=str) if args.json else format_report(info))

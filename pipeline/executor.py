@@ -22,7 +22,9 @@ class GraphExecutor:
     Fan-out: a frame goes to every successor (the same object).  Fan-in: a
     stage with several inputs runs once a frame has arrived on all of them.
     Inference stages run asynchronously (``async_mode``) with up to their
-    ``depth`` frames in flight.  Leaves report finished frames to ``on_output``.
+    ``depth`` frames in flight.  Leaves report finished frames to ``on_output``, each frame
+    once: when the first of several leaves hands it on (each leaf's frames leave in ``seq``
+    order; a branch that dropped the frame does not hold it back).
     """
 
     def __init__(self, graph: PipelineGraph, stages: dict[str, Stage], async_mode: bool,
@@ -44,6 +46,8 @@ class GraphExecutor:
         self.succ = {n: list(g.successors(n)) for n in graph.order}
         self.npred = {n: g.in_degree(n) for n in graph.order}
         self._arrivals: dict[tuple[str, int], int] = {}
+        self._leaves = sum(1 for n in graph.order if not self.succ[n])
+        self._last_out_seq = -1
         self._submitted: dict[tuple[str, int], int] = {}
 
     def feed(self, frame: Frame) -> None:
@@ -80,6 +84,10 @@ class GraphExecutor:
     def _emit(self, name: str, frame: Frame) -> None:
         succ = self.succ[name]
         if not succ:
+            if self._leaves > 1:
+                if frame.seq <= self._last_out_seq:
+                    return
+                self._last_out_seq = frame.seq
             self.on_output(frame)
             return
         for nxt in succ:

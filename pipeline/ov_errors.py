@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ov_reason"]
+__all__ = ["ov_reason", "one_line"]
 
 
 def ov_reason(exc: BaseException) -> str:
@@ -15,3 +15,11 @@ def ov_reason(exc: BaseException) -> str:
     # "FrontEnd API failed with OpConversionFailure:" says why on the next line
     reason = " ".join(useful[:2]) if useful[0].endswith(":") else useful[0]
     return reason[:300]
+
+
+def one_line(exc: BaseException) -> str:
+    """Any exception's message on one line: its first line, or an OpenVINO one's informative line."""
+    text = str(exc).strip()
+    if "\n" not in text:
+        return text or type(exc).__name__
+    return ov_reason(exc) if text.startswith("Exception from") else text.splitlines()[0]

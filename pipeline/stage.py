@@ -208,8 +208,7 @@ class InferStage(Stage):
             return
         self.close()
         self.params = self.params.model_copy(update=update)
-        self.open()
-        self._opened, self._closed = True, False  # open again: the next frame must not reopen it
+        self.ensure_open(reopen=True)  # marks it open: the next frame does not open it again
 
     # to implement ------------------------------------------------------------------
     def start(self, frame: Frame) -> Any:

@@ -174,7 +174,7 @@ class Zones(Stage):
         elif src.size != (frame.width, frame.height):
             src.set_size(frame.width, frame.height)
         t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
-        if self._labels_seen is not None:
+        if self._labels_seen is not None and not self._labels_seen.matched:  # until one object matches
             tracked = frame.detections.label[frame.detections.track_id >= 0]
             self._labels_seen.see(tracked, sum(1 for lb in tracked if lb in self._labels_seen.wanted))
         events = src.update(frame, t)
