@@ -43,13 +43,15 @@ peers: $(PEERS_VENV)/.installed
 # Side-by-side speed benchmark (slow; not part of `make test`), both regimes: persons (1 and 4
 # cameras), faces (1080p, 720p) and ocr (a 1280x720 ticker clip) at the default precision and at
 # f32 (ocr once where the default is f32; also with every model on ONNX Runtime: vapipe-ort),
-# YOLO objects, peers where they fit; tables on stdout, bench.json/bench.png per row in bench-output/.
+# YOLO objects, peers where they fit; tables on stdout, bench.json/bench.png per row in bench-output/;
+# then every check of the request-priority sweep, the tight latency and rate ratios too.
 # BENCH_ARGS: e.g. --only persons-1,ocr-720p-f32 --rounds 2 --frames 60.  Without the peers
 # (their install failed: no wheels for this Python), the rows say so and run without them.
 BENCH_ARGS ?=
 bench: $(VENV)/.installed
 	-$(MAKE) --no-print-directory peers
 	VAPIPE_PEERS_PYTHON=$(abspath $(PEERS_VENV))/bin/python $(PY) -m bench.suite --out bench-output $(BENCH_ARGS)
+	-$(PY) -m pytest -m bench -q -s tests/bench/test_priorities.py
 
 # The yolo decoders against Ultralytics' own exports and predictor (tests/stages/
 # test_ultralytics_exports.py; skipped without this venv).  Ultralytics needs PyTorch (from

