@@ -30,6 +30,9 @@ __all__ = ["Camera", "one_line_error"]
 
 log = logging.getLogger("vapipe")
 _END = object()  # the end of a queue's items
+#: a stage with ``on_error: restart`` restarted this often in a row, with no frame through it in
+#: between, stops the run when it fails again (a stage that fails for good is not reopened forever)
+MAX_RESTARTS = 3
 
 
 class Camera:
@@ -87,6 +90,9 @@ class Camera:
         if hasattr(self.source, "stop_event"):
             self.source.stop_event = self.halt_reading
         self._error_seen: set[str] = set()
+        #: stage -> (frames it had passed at its last restart, restarts in a row with none passed)
+        self._restarts: dict[str, tuple[int, int]] = {}
+        self._executor: GraphExecutor | None = None  # the worker's (sync_loop's), for the frames passed
         self._down_since: float | None = None
         self.multi_camera = False
         #: the decoders this one is lowered and raised with while ahead (the session gives
@@ -114,6 +120,13 @@ class Camera:
                             type(exc).__name__, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
             return True
         if policy == "restart":
+            passed = self._executor.passed.get(stage_name, 0) if self._executor is not None else 0
+            last, in_a_row = self._restarts.get(stage_name, (-1, 0))
+            in_a_row = in_a_row + 1 if passed == last else 1   # no frame got through since the last one
+            if in_a_row > MAX_RESTARTS:  # failing for good: stop rather than reopen it forever
+                raise StageFailure(f"{text} (failed again after {MAX_RESTARTS} restarts in a row with no "
+                                   "frame through it; giving up)") from exc
+            self._restarts[stage_name] = (passed, in_a_row)
             self.stats.skipped_errors += 1
             log.warning("%s (restarting the stage)", text)
             stage = self.stages[stage_name]
@@ -245,6 +258,7 @@ class Camera:
         self.native_ids["work"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, not self.opts.sync, self.stage_stats,
                                  self._output, self.on_error, self.opts.trace, self.source_id)
+        self._executor = executor
         try:
             while True:
                 try:
@@ -271,6 +285,7 @@ class Camera:
         self.native_ids["sync"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
                                  self.opts.trace, self.source_id)
+        self._executor = executor
         try:
             for unit in self.source.units():  # type: ignore[attr-defined]
                 if self.stop_sources.is_set() or self.abort.is_set():
@@ -303,8 +318,8 @@ class Camera:
         if not stopped and self.stats.error is None and got == 0 and start > 0:
             log.warning("source %r: no frame from start_frame %d on (past its end?)", self.source_id, start)
             return
-        if stopped or self.stats.error is not None or not total or total - got <= max(2, total // 100):
-            return
+        if stopped or self.live or self.stats.error is not None or not total or total - got <= max(2, total // 100):
+            return  # a live source drops what the pipeline cannot take (counted): nothing was cut short
         self.stats.missing_frames = total - got
         log.warning("source %r ended after %d of the %d frames it announced (file cut short?)",
                     self.source_id, got, total)

@@ -49,6 +49,8 @@ class GraphExecutor:
         self._leaves = sum(1 for n in graph.order if not self.succ[n])
         self._last_out_seq = -1
         self._submitted: dict[tuple[str, int], int] = {}
+        #: frames each stage has handled without an error (its error policy reads it)
+        self.passed: dict[str, int] = {n: 0 for n in graph.order}
 
     def feed(self, frame: Frame) -> None:
         self._emit(self.graph.source, frame)
@@ -126,6 +128,7 @@ class GraphExecutor:
                 self._done(name, f)
             return
         t1 = time.perf_counter_ns()
+        self.passed[name] += 1
         self.stage_stats[name].add((t1 - t0) / 1e6)
         if self.tracer is not None:
             end = self.tracer.now()
@@ -134,6 +137,7 @@ class GraphExecutor:
             self._emit(name, out)
 
     def _done(self, name: str, frame: Frame) -> None:
+        self.passed[name] += 1
         t0 = self._submitted.pop((name, frame.seq), None)
         if t0 is not None:
             self.stage_stats[name].add((time.perf_counter_ns() - t0) / 1e6)

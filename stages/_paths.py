@@ -22,12 +22,14 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator
 
 from pipeline.stage import StageError
 
-__all__ = ["safe_name", "resolve_output", "claim", "release", "owner_name", "DEFAULT_OUTPUT_DIR"]
+__all__ = ["PathTemplate", "safe_name", "check_output", "resolve_output", "claim", "release", "owner_name", "DEFAULT_OUTPUT_DIR"]
 
 DEFAULT_OUTPUT_DIR = Path("output")
 _MAX_LEN = 80
@@ -94,20 +96,58 @@ def owner_name(stage: Any) -> str:
     return f"stage {getattr(stage, 'name', '?')!r} of source {getattr(stage, 'source_id', '') or '?'!r}"
 
 
-def resolve_output(template: str, stage: Any) -> Path:
-    """Format ``template`` for ``stage`` and create the parent directory."""
+def _format(template: str, output: str, source: str, name: str) -> str:
+    """``template`` with its fields filled; ValueError naming the valid fields."""
+    try:
+        return template.format(output=output, source=source, name=name)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"bad path template {template!r} ({exc!r}); valid fields: {{output}}, {{source}}, "
+                         "{name}") from None
+
+
+def _template(template: str) -> str:
+    _format(template, "out", "cam", "sink")
+    return template
+
+
+#: a sink's ``path`` parameter: a template checked when the pipeline file is read
+PathTemplate = Annotated[str, AfterValidator(_template)]
+
+
+def check_output(template: str, stage: Any) -> Path:
+    """The path ``template`` gives ``stage``, checked without creating anything, so that a sink
+    fails on open rather than at its first frame, after other sinks have written theirs:
+    StageError when the template is bad, the path is a folder or the file being read, or no
+    file can be created where it points."""
+    name = getattr(stage, "name", "stage")
     output_dir = getattr(stage, "output_dir", None) or DEFAULT_OUTPUT_DIR
     try:
-        text = template.format(output=str(output_dir), source=safe_name(getattr(stage, "source_id", "")),
-                               name=getattr(stage, "name", ""))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise StageError(f"{getattr(stage, 'name', 'stage')}: bad path template {template!r} ({exc!r}); "
-                         "valid fields: {output}, {source}, {name}") from exc
-    path = Path(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(_format(template, str(output_dir), safe_name(getattr(stage, "source_id", "")), name))
+    except ValueError as exc:
+        raise StageError(f"{name}: {exc}") from None
+    if path.is_dir():
+        raise StageError(f"{name}: output {path} is a folder; give a file name (path: {template!r})")
     source = str(getattr(stage, "source_uri", "") or "")
     local = Path(source[len("file://"):] if source.startswith("file://") else source) if source else None
     if local is not None and path.exists() and local.is_file() and path.samefile(local):
-        raise StageError(f"{getattr(stage, 'name', 'stage')}: output {path} is the source being read ({source}); "
+        raise StageError(f"{name}: output {path} is the source being read ({source}); "
                          "write elsewhere (--output, or the stage's path)")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StageError(f"{name}: cannot write {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StageError(f"{name}: cannot write {path}: {folder} is not writable")
+    return path
+
+
+def resolve_output(template: str, stage: Any) -> Path:
+    """:func:`check_output`'s path for ``stage``, its folder created."""
+    path = check_output(template, stage)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StageError(f"{getattr(stage, 'name', 'stage')}: cannot write {path}: "
+                         f"{exc.strerror or exc} ({exc.filename or path.parent})") from None
     return path

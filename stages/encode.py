@@ -37,7 +37,7 @@ from typing import Any, Callable, ClassVar
 import av
 import cv2
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.frame import OVERLAY, Frame, attr_values
 from pipeline.frame_view import SINK_VIEW_HELP, SinkView, TransformedFrame, sink_picture
@@ -45,7 +45,7 @@ from pipeline.geometry import scaled_size
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
-from ._paths import claim, release, resolve_output
+from ._paths import PathTemplate, check_output, claim, release, resolve_output
 from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
 __all__ = ["Encode", "TIME_BASE"]
@@ -56,6 +56,7 @@ TIME_BASE = Fraction(1, 90_000)  # output clock (encoder and packet timestamps)
 FALLBACK_TIME_BASE = Fraction(1, 60_000)  # for encoders limited to 16-bit clocks
 DEFAULT_FPS = 25.0
 _RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
+_COMMON_ENCODERS = ("libx264", "libx265", "libvpx-vp9", "libaom-av1", "libsvtav1", "mpeg4", "mjpeg")
 
 
 class Encode(Stage):
@@ -66,7 +67,7 @@ class Encode(Stage):
     kind: ClassVar[str] = "sink"
 
     class Params(StageParams):
-        path: str = Field("{output}/{source}.mp4", description="output file template: {output}, {source}, {name}")
+        path: PathTemplate = Field("{output}/{source}.mp4", description="output file template: {output}, {source}, {name}")
         codec: str = Field("libx264", description="FFmpeg encoder name")
         crf: int = Field(23, ge=0, le=63, description="constant rate factor (encoders that support it)")
         preset: str = Field("veryfast", description="encoder speed preset (encoders that support it)")
@@ -85,6 +86,19 @@ class Encode(Stage):
         container_options: dict[str, str] = Field(default_factory=dict, description="FFmpeg muxer options, "
                                                   "e.g. {movflags: +frag_keyframe+empty_moov} for an MP4 that "
                                                   "stays playable if the process is killed")
+
+        @field_validator("codec")
+        @classmethod
+        def _an_encoder_ffmpeg_has(cls, codec: str) -> str:
+            try:
+                found = av.codec.Codec(codec, "w")
+            except (av.FFmpegError, ValueError):
+                found = None
+            if found is None or found.type != "video":
+                known = [c for c in _COMMON_ENCODERS if c in av.codecs_available]
+                raise ValueError(f"{codec!r} is not a video encoder of this FFmpeg; for example {', '.join(known)} "
+                                 "(`ffmpeg -encoders` lists them)")
+            return codec
 
     params: Params
 
@@ -120,6 +134,8 @@ class Encode(Stage):
 
     # lifecycle ------------------------------------------------------------------
     def open(self) -> None:
+        """Ready for a new file (written from the first frame on); its path is checked now."""
+        check_output(self.params.path, self)
         with self._lock:
             if self._container is not None:
                 self._finalise()
@@ -264,11 +280,24 @@ class Encode(Stage):
                                      f"{getattr(exc, 'strerror', None) or exc}") from None
                 error = exc
                 continue
+            self._write_header(container)
             self._container, self._stream, self._size, self._tb = container, stream, (width, height), tb
             return
         self.path.unlink(missing_ok=True)
         raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
                          f"for {self.path}: {error}") from error
+
+    def _write_header(self, container: Any) -> None:
+        """Write the file's header now (FFmpeg would at the first packet, a dozen frames in): the
+        muxer's options are checked before any frame is taken."""
+        try:
+            container.start_encoding()
+        except (av.FFmpegError, ValueError) as exc:
+            container.close()
+            self.path.unlink(missing_ok=True)
+            options = _shown(self.params.container_options) or "its defaults"
+            raise StageError(f"{self.name}: the {container.format.name} muxer refused {options} for "
+                             f"{self.path}: {getattr(exc, 'strerror', None) or exc}") from None
 
     def _video_frame(self, frame: Frame, outline: np.ndarray | None = None,
                      shapes: list[Shape] | None = None) -> tuple[Any, bool]:

@@ -51,7 +51,7 @@ from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
-from ._paths import claim, release, resolve_output
+from ._paths import PathTemplate, check_output, claim, release, resolve_output
 from ._shared_file import SharedFile
 from .records import Schema, event_record, frame_events, frame_record, to_json
 
@@ -66,7 +66,7 @@ class Metadata(Stage):
     kind: ClassVar[str] = "sink"
 
     class Params(StageParams):
-        path: str = Field("{output}/{source}.jsonl", description="output file template: {output}, {source}, {name}")
+        path: PathTemplate = Field("{output}/{source}.jsonl", description="output file template: {output}, {source}, {name}")
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
@@ -93,6 +93,8 @@ class Metadata(Stage):
         self._lock = threading.RLock()
 
     def open(self) -> None:
+        """Ready to write (the file is created at the first record); its path is checked now."""
+        check_output(self.params.path, self)
         with self._lock:
             self.close()
             self.records_written = 0

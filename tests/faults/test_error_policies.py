@@ -135,13 +135,13 @@ def test_stop_ends_the_run_with_one_line_and_finalised_outputs(env, tmp_path: Pa
 
 
 def test_stop_is_the_default_for_builtin_stages(env, tmp_path: Path, clip: Path) -> None:
-    """A built-in stage that fails (the encoder, here with an unknown codec) stops the run."""
+    """A built-in stage that fails (the encoder, here with a pixel format x264 cannot write) stops the run."""
     config = tmp_path / "bad-codec.yaml"
     config.write_text(PIPELINE.format(every=EVERY, stage="pipeline.testing:Fail", params="{every: 1000}",
-                                      policy="skip").replace("{preset: ultrafast}", "{codec: no_such_codec}"),
+                                      policy="skip").replace("{preset: ultrafast}", "{pix_fmt: rgb48le}"),
                       encoding="utf-8")
     proc = vapipe(env, "run", "flaky", "--config", config, "--source", clip, "--output", tmp_path / "out",
                   "--max-frames", "20", "--no-progress")
     line = one_error_line(proc)
-    assert "'encode'" in line and "'cam1'" in line and "no_such_codec" in line
+    assert "'encode'" in line and "'cam1'" in line and "cannot set up 'libx264' (rgb48le" in line
     assert not (tmp_path / "out" / "cam1.mp4").exists()  # nothing playable was written: no file

@@ -155,6 +155,23 @@ pipelines:
     assert "include_landmarks" in line.split("valid:", 1)[1]
 
 
+@pytest.mark.parametrize("params, expected", [
+    ("{codec: h265x}", "parameter 'codec': 'h265x' is not a video encoder of this FFmpeg; for example libx264"),
+    ("{path: '{output}/{camera}.mp4'}", "parameter 'path': bad path template '{output}/{camera}.mp4'"),
+])
+def test_validate_names_an_unknown_encoder_or_template_before_any_run(cli_env, tmp_path: Path, params: str,
+                                                                      expected: str) -> None:
+    cfg = write_pipelines(tmp_path, f"""\
+pipelines:
+  p:
+    stages:
+      - {{name: decode, type: decode}}
+      - {{name: encode, type: encode, params: {params}}}
+""")
+    line = one_error_line(vapipe(cli_env, "validate", "--config", cfg))
+    assert f"{cfg}:5:" in line and expected in line, line
+
+
 def test_missing_model_file_is_named(cli_env, tmp_path: Path, clip: Path) -> None:
     line = one_error_line(vapipe(cli_env, "run", "persons", "--source", clip,
                                  "--set", "person_detect.model=/no/model.tflite", "--output", tmp_path / "out"))
@@ -263,8 +280,8 @@ def test_outputs_and_options_that_cannot_work_are_refused_before_any_work(cli_en
 def test_a_run_that_fails_before_writing_leaves_no_output_directory(cli_env, clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     line = one_error_line(vapipe(cli_env, "run", "faces", "--source", clip, "--output", out, "--set",
-                                 "encode.codec=h265x"))
-    assert "': encode: cannot set up 'h265x'" in line and "StageError" not in line, line
+                                 "encode.pix_fmt=rgb48le"))
+    assert "': encode: cannot set up 'libx264' (rgb48le" in line and "StageError" not in line, line
     assert not out.exists()
 
 

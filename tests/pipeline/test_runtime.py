@@ -197,6 +197,17 @@ def test_stop_policy_ends_the_run_with_a_one_line_error(tmp_path: Path) -> None:
     assert len(out["cam"]) <= 9
 
 
+def test_restart_policy_reopens_the_stage_and_gives_up_when_it_keeps_failing(tmp_path: Path) -> None:
+    summary, out = _run(FAILING.replace("ON_ERROR", ", on_error: restart"), tmp_path)
+    assert summary.error is None and len(out["cam"]) == 36  # 4 failures: each frame lost, the stage reopened
+    summary, out = _run(FAILING.replace("every: 10", "every: 2").replace("ON_ERROR", ", on_error: restart"), tmp_path)
+    assert summary.error is None and len(out["cam"]) == 20  # a frame gets through after each restart
+    summary, out = _run(FAILING.replace("every: 10", "every: 1").replace("ON_ERROR", ", on_error: restart"), tmp_path)
+    assert summary.error is not None and "planned failure on frame 3 (failed again after 3 restarts in a row with " \
+        "no frame through it; giving up)" in summary.error, summary.error
+    assert out["cam"] == []
+
+
 def test_user_stages_skip_per_frame_errors_by_default(tmp_path: Path) -> None:
     summary, out = _run(FAILING.replace("ON_ERROR", ""), tmp_path)
     assert summary.error is None and summary.sources[0].skipped_errors == 4
@@ -251,3 +262,23 @@ pipelines:
     summary, _ = _run(text, tmp_path, sources=["testsrc://bars?width=64&height=48&frames=10"])
     assert summary.error is None and summary.sources[0].processed == 0
     assert "no frame from start_frame 50 on (past its end?)" in caplog.text
+
+
+def test_a_sink_that_cannot_write_fails_the_run_before_any_sink_writes(tmp_path: Path) -> None:
+    """Paths are checked when the stages open: the encoder has written no frame when the
+    metadata's folder turns out to be a file."""
+    (tmp_path / "meta").write_text("")
+    text = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode}
+      - {name: encode, type: encode}
+      - {name: metadata, type: metadata, params: {path: "{output}/meta/{source}.jsonl"}}
+"""
+    summary = run_pipeline(build_graph(parse_config(text, "test.yaml").get("p")),
+                           ["testsrc://bars?width=64&height=48&frames=20"],
+                           RunOptions(output_dir=tmp_path, handle_signals=False))
+    assert summary.error is not None and "metadata: cannot write" in summary.error, summary.error
+    assert "meta is not a folder" in summary.error and summary.sources[0].processed == 0
+    assert not list(tmp_path.rglob("*.mp4"))

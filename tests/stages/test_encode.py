@@ -299,15 +299,17 @@ def test_a_frame_after_the_with_block_leaves_the_file_as_it_was(tmp_path: Path) 
     assert len(decode(stage.path)[0]) == 3 == stage.frames_written
 
 
-def test_bad_codec_and_template_raise(tmp_path: Path) -> None:
-    with pytest.raises(StageError):
-        with make_stage(tmp_path, codec="no-such-codec") as stage:
-            stage(synthetic(0, pts=0))
-    with pytest.raises(StageError, match="template"):
-        with make_stage(tmp_path, path="{output}/{camera}.mp4") as stage:
-            stage(synthetic(0, pts=0))
-    with pytest.raises(Exception):
-        Encode(bitrate=5)  # unknown parameter
+def test_bad_codec_template_and_parameter_are_refused_when_the_stage_is_made() -> None:
+    with pytest.raises(ValueError, match=r"^Encode: parameter 'codec': 'no-such-codec' is not a video encoder of "
+                                         r"this FFmpeg; for example libx264, .*\(`ffmpeg -encoders` lists them\)"):
+        Encode(codec="no-such-codec")
+    with pytest.raises(ValueError, match=r"'aac' is not a video encoder"):
+        Encode(codec="aac")  # an audio encoder
+    with pytest.raises(ValueError, match=r"^Encode: parameter 'path': bad path template '\{output\}/\{camera\}\.mp4' "
+                                         r"\(KeyError\('camera'\)\); valid fields: \{output\}, \{source\}, \{name\}"):
+        Encode(path="{output}/{camera}.mp4")
+    with pytest.raises(ValueError, match=r"unknown parameter 'bitrate'"):
+        Encode(bitrate=5)
 
 
 def test_decoder_frames_encoded_without_conversion(tmp_path: Path, clip: Path) -> None:
@@ -444,15 +446,23 @@ def test_container_options_make_an_mp4_that_survives_a_killed_process(tmp_path: 
     assert abs(float(frames[-1].mean()) - 4 * (len(frames) - 1)) < 6  # the frames kept are the first ones
 
 
-def test_a_file_that_cannot_be_written_fails_at_the_first_frame(tmp_path: Path) -> None:
-    """FFmpeg opens the file only when the first packet is muxed (after the encoder's delay,
-    or at close): the stage fails on the first frame instead, naming the file."""
+def test_a_folder_in_the_way_of_the_file_fails_on_open_naming_it(tmp_path: Path) -> None:
+    """The path is checked on open, before any frame: a run fails before another sink has
+    written anything."""
     (tmp_path / "cam.mp4").mkdir()  # a directory in the way of the file
     stage = make_stage(tmp_path, source="cam", path="{output}/cam.mp4")
-    with pytest.raises(StageError, match=r"cannot write .*cam\.mp4: Is a directory"):
+    with pytest.raises(StageError, match=r"^encode: output .*cam\.mp4 is a folder; give a file name"):
+        stage.open()
+    assert (tmp_path / "cam.mp4").is_dir() and not any((tmp_path / "cam.mp4").iterdir())
+
+
+def test_container_options_the_muxer_refuses_fail_at_the_first_frame_and_leave_no_file(tmp_path: Path) -> None:
+    """The header is written with the first frame, not a dozen frames later at the first packet."""
+    stage = Encode(path=str(tmp_path / "out.mp4"), container_options={"movflags": "+no_such_flag"})
+    with pytest.raises(StageError, match=r"^encode: the mp4 muxer refused movflags='\+no_such_flag' for .*out\.mp4: "):
         with stage:
-            stage(synthetic(0, pts=0))
-    assert (tmp_path / "cam.mp4").is_dir()
+            stage(synthetic(0))
+    assert not (tmp_path / "out.mp4").exists()
 
 
 def test_an_extension_ffmpeg_writes_no_container_for_is_one_line_and_leaves_no_file(tmp_path: Path) -> None:

@@ -181,9 +181,10 @@ def test_append_keeps_what_the_file_holds(tmp_path: Path) -> None:
     assert [r["seq"] for r in lines(path)] == [2]
 
 
-def test_a_path_that_cannot_be_written_is_one_line_naming_the_stage(tmp_path: Path) -> None:
+def test_a_path_that_cannot_be_written_is_one_line_naming_the_stage_on_open(tmp_path: Path) -> None:
     (tmp_path / "out.jsonl").mkdir()  # a directory in the way of the file
-    stage = Metadata(path=str(tmp_path / "out.jsonl"))
-    with pytest.raises(StageError, match=r"^metadata: cannot write .*out\.jsonl: Is a directory$"):
-        with stage:
-            stage(Frame.from_image(np.zeros((8, 8, 3), np.uint8), "cam", 0))
+    with pytest.raises(StageError, match=r"^metadata: output .*out\.jsonl is a folder; give a file name"):
+        Metadata(path=str(tmp_path / "out.jsonl")).open()
+    (tmp_path / "flat").write_text("")  # a file in the way of the folder
+    with pytest.raises(StageError, match=r"^metadata: cannot write .*flat/sub/out\.jsonl: .*flat is not a folder$"):
+        Metadata(path=str(tmp_path / "flat" / "sub" / "out.jsonl")).open()
