@@ -13,7 +13,7 @@ busy machine does not distort them):
 
 Measurements (:mod:`pipeline.measure`) take a fraction of a second each and are
 kept in a JSON file next to the compiled-model cache (``~/.cache/vapipe/costs.json``,
-``VAPIPE_COST_CACHE`` elsewhere), per machine (CPU model and vector extensions,
+``VAPIPE_COST_CACHE`` elsewhere: a file, or a folder to keep ``costs.json`` in), per machine (CPU model and vector extensions,
 OpenVINO and FFmpeg versions), so a second start measures nothing; the 1,000 most
 recently used costs per machine are kept.  The file also keeps what runs observed:
 objects per frame seen by region models (unknown before a run) and the decode cost
@@ -112,8 +112,8 @@ def machine_fingerprint() -> str:
 
 def _default_path() -> Path:
     explicit = os.environ.get("VAPIPE_COST_CACHE")
-    if explicit:
-        return Path(explicit)
+    if explicit:  # a file, or a folder to keep costs.json in
+        return Path(explicit) / "costs.json" if os.path.isdir(explicit) else Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "vapipe" / "costs.json"
 
@@ -135,6 +135,7 @@ class CostCache:
         self._used: dict[str, None] = {}  # keys read or written since the last write, in that order
         self.hits = 0
         self.measurements = 0
+        self._write_failed = False
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -179,7 +180,10 @@ class CostCache:
                 tmp.write_text(json.dumps({"version": 1, "machines": machines}, indent=1))
                 os.replace(tmp, self.path)
             except OSError as exc:  # a read-only home: costs are measured again next time
-                log.debug("cannot write the cost cache %s: %s", self.path, exc)
+                if not self._write_failed:  # once: each measurement writes
+                    log.warning("cannot write the cost cache %s: %s (costs are measured again at every start; "
+                                "VAPIPE_COST_CACHE sets another file)", self.path, exc.strerror or exc)
+                self._write_failed = True
 
     def cached(self, key: str, measure: Callable[[], Any]) -> tuple[Any, str]:
         """The value under ``key``, measured (and stored) when missing; with its origin."""

@@ -380,8 +380,8 @@ def resize_yuv420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], full_range:
     small result is colour-converted to ``fmt``.  See :meth:`Frame.resized`."""
     y, u, v = planes
     ys = cv2.resize(y, (width, height), interpolation=cv2.INTER_LINEAR)
-    if fmt == "gray":
-        return ys
+    if fmt == "gray":  # full range, as from a BGR image and as warp_yuv420 gives it
+        return ys if full_range else cv2.LUT(ys, _LUT_Y)
     u = cv2.resize(u, (width, height), interpolation=cv2.INTER_LINEAR)
     v = cv2.resize(v, (width, height), interpolation=cv2.INTER_LINEAR)
     return _ycrcb_to(ys, u, v, full_range, fmt)

@@ -142,7 +142,7 @@ class Zones(Stage):
             if not self.zones and not self.lines:
                 raise ValueError("zones: give at least one of 'zones' or 'lines'")
             if self.units == "fraction":
-                _check_inside(self, 1.0, 1.0, "fractions must be in [0, 1]")
+                _check_inside(self, 1.0, 1.0, "fractions must be in [0, 1]; for pixels set units: px")
             return self
 
     params: Params

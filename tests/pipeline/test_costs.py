@@ -101,6 +101,25 @@ def test_costs_are_kept_per_machine(tmp_path: Path) -> None:
     assert "avx" in CostCache(path).machine or "[" in CostCache(path).machine  # vector extensions are part of it
 
 
+def test_a_folder_as_the_cache_keeps_costs_json_in_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VAPIPE_COST_CACHE", str(tmp_path))
+    CostCache(machine="cpu").put("model|x", {"ms": 3.0})
+    assert json.loads((tmp_path / "costs.json").read_text())["machines"]["cpu"] == {"model|x": {"ms": 3.0}}
+    assert CostCache(machine="cpu").get("model|x") == {"ms": 3.0}
+
+
+def test_a_cache_that_cannot_be_written_is_named_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    cache = CostCache(blocker / "costs.json", machine="cpu")
+    with caplog.at_level("WARNING", logger="vapipe.costs"):
+        cache.put("model|x", {"ms": 3.0})
+        cache.put("model|y", {"ms": 4.0})
+    warned = [r.getMessage() for r in caplog.records if "cannot write the cost cache" in r.getMessage()]
+    assert len(warned) == 1 and str(blocker / "costs.json") in warned[0], warned
+    assert cache.get("model|y") == {"ms": 4.0}  # still kept for this run
+
+
 def test_the_cache_keeps_the_most_recently_used_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(costs, "MAX_ENTRIES", 4)
     path = tmp_path / "costs.json"

@@ -140,3 +140,21 @@ def test_detections_take_one_box_lists_and_empty_input() -> None:
     one = Detections(xyxy=[10, 20, 30, 40], score=[0.9], label="cat")
     assert one.xyxy.shape == (1, 4) and one.label.tolist() == ["cat"]
     assert len(Detections(xyxy=[], score=[], label=[])) == 0
+
+
+@pytest.mark.parametrize("full_range", [False, True])
+def test_gray_is_full_range_luma_whichever_way_it_is_made(decoded, full_range: bool) -> None:
+    """Scaled or warped from the planes, gray is what OpenCV makes of the frame's BGR image."""
+    size = (224, 126)
+    for av_frame in decoded:
+        src = _full_range(av_frame) if full_range else av_frame
+        ref = cv2.cvtColor(src.to_ndarray(format="bgr24"), cv2.COLOR_BGR2GRAY)
+        scaled = _frame(src).resized(size[0], size[1], "gray")
+        sx, sy = size[0] / src.width, size[1] / src.height   # pixel centres onto pixel centres, as cv2.resize
+        m = np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5]])
+        warped = _frame(src).warped(m, size[0], size[1], "gray")
+        small = cv2.resize(ref, size, interpolation=cv2.INTER_LINEAR)
+        for ours in (scaled, warped):
+            assert ours.shape == (size[1], size[0]) and ours.dtype == np.uint8
+            mean, p99 = _compare(ours, small)
+            assert mean < 1.5 and p99 <= 4, (mean, p99)

@@ -259,7 +259,7 @@ def test_events_and_occupancy_reach_the_json_lines(tmp_path: Path) -> None:
      r"itself \(edge 0-1 crosses edge 2-3\)"),
     ({"lines": {"l": {"points": [[0.5, 0.5], [0.5, 0.5]]}}}, r"'lines.l.points': the line has zero length"),
     ({"lines": {"l": {"points": [[0.5, 0.5], [1.5, 0.5]]}}}, r"lines.l.points\[1\] = \[1.5, 0.5\] is outside the "
-     r"frame \(fractions must be in \[0, 1\]\)"),
+     r"frame \(fractions must be in \[0, 1\]; for pixels set units: px\)"),
     ({}, r"give at least one of 'zones' or 'lines'"),
 ])
 def test_bad_geometry_is_a_one_line_error_naming_stage_and_field(params: dict, message: str) -> None:
