@@ -150,7 +150,8 @@ def run(pipeline: str, seconds: float, min_fps: float, out: Path, cores: int | N
                 runs[load][mode].append(r)
                 c0 = r["cameras"][0]
                 slowest = min(c["fps"] for c in r["cameras"][1:])
-                log(f"load {load:.1f}x ({fps0:.1f} fps camera 0, {fps:.1f} the others) {mode:<10} camera0 p50 {c0['p50_ms']:6.1f} p99 "
+                log(f"load {load:.1f}x ({fps0:.1f} fps camera 0, {fps:.1f} the others) {mode:<10} "
+                    f"camera0 p50 {c0['p50_ms']:6.1f} p99 "
                     f"{c0['p99_ms']:6.1f} ms, dropped {c0['dropped']:3d} (+{c0['dropped_warmup']} in the first "
                     f"{WARMUP_S:g} s); slowest normal {slowest:5.1f} fps; "
                     f"total {r['total_fps']:6.1f} fps")

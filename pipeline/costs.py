@@ -13,8 +13,8 @@ busy machine does not distort them):
 
 Measurements (:mod:`pipeline.measure`) take a fraction of a second each and are
 kept in a JSON file next to the compiled-model cache (``~/.cache/vapipe/costs.json``,
-``VAPIPE_COST_CACHE`` elsewhere: a file, or a folder to keep ``costs.json`` in), per machine (CPU model and vector extensions,
-OpenVINO and FFmpeg versions), so a second start measures nothing; the 1,000 most
+``VAPIPE_COST_CACHE`` elsewhere: a file, or a folder to keep ``costs.json`` in), per machine
+(CPU model and vector extensions, OpenVINO and FFmpeg versions), so a second start measures nothing; the 1,000 most
 recently used costs per machine are kept.  The file also keeps what runs observed:
 objects per frame seen by region models (unknown before a run) and the decode cost
 of live sources (they are not probed before they connect; until a run has observed

@@ -29,7 +29,8 @@ from pydantic import AfterValidator
 
 from pipeline.stage import StageError
 
-__all__ = ["PathTemplate", "safe_name", "check_output", "resolve_output", "claim", "release", "owner_name", "DEFAULT_OUTPUT_DIR"]
+__all__ = ["PathTemplate", "safe_name", "check_output", "resolve_output", "claim", "release", "owner_name",
+           "DEFAULT_OUTPUT_DIR"]
 
 DEFAULT_OUTPUT_DIR = Path("output")
 _MAX_LEN = 80

@@ -67,7 +67,8 @@ class Encode(Stage):
     kind: ClassVar[str] = "sink"
 
     class Params(StageParams):
-        path: PathTemplate = Field("{output}/{source}.mp4", description="output file template: {output}, {source}, {name}")
+        path: PathTemplate = Field("{output}/{source}.mp4", description="output file template: {output}, "
+                                   "{source}, {name}")
         codec: str = Field("libx264", description="FFmpeg encoder name")
         crf: int = Field(23, ge=0, le=63, description="constant rate factor (encoders that support it)")
         preset: str = Field("veryfast", description="encoder speed preset (encoders that support it)")

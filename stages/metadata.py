@@ -66,7 +66,8 @@ class Metadata(Stage):
     kind: ClassVar[str] = "sink"
 
     class Params(StageParams):
-        path: PathTemplate = Field("{output}/{source}.jsonl", description="output file template: {output}, {source}, {name}")
+        path: PathTemplate = Field("{output}/{source}.jsonl", description="output file template: {output}, "
+                                   "{source}, {name}")
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
