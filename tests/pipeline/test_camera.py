@@ -1,9 +1,14 @@
-"""Camera: closing its stages when a source ends."""
+"""Camera: closing its stages when a source ends; the frames a live camera keeps."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
+
+from pipeline.arbiter import SourcePriority
+from pipeline.camera import LIVE_FRAMES, LIVE_FRAMES_URGENT, Camera
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline
@@ -33,3 +38,16 @@ def test_an_output_that_cannot_be_finished_fails_the_run(tmp_path: Path) -> None
     assert summary.error is not None, "the run reported success with an output left unfinished"
     assert "'unfinished'" in summary.error and "No space left on device" in summary.error
     assert "\n" not in summary.error
+
+
+@pytest.mark.parametrize("level, kept", [("high", LIVE_FRAMES_URGENT), ("normal", LIVE_FRAMES), (None, LIVE_FRAMES)])
+def test_a_high_priority_live_camera_keeps_more_frames_through_a_stall(tmp_path: Path, level: str | None,
+                                                                        kept: int) -> None:
+    """A live camera keeps its newest decoded frames while its worker is busy; a ``high`` one keeps
+    more of them, so that a stall of the host delays its frames rather than dropping them."""
+    graph = build_graph(parse_config(PIPELINE, "t.yaml").get("p"))
+    opts = RunOptions(output_dir=tmp_path, handle_signals=False, overrides={"src": {"live": True}})
+    cam = Camera(graph, "testsrc://bars?width=160&height=120&frames=5", "cam", opts, threading.Event(),
+                 threading.Event(), {}, lambda msg: None, SourcePriority(level) if level else None)
+    assert cam.live and cam.frames.policy == "drop_oldest"
+    assert cam.frames.maxsize == kept and LIVE_FRAMES_URGENT > LIVE_FRAMES
