@@ -63,7 +63,7 @@ IDLE_ROUNDS = 6
 #: rounds of each load with priorities (camera 0's p99 is taken over the frames of all of them)
 LOAD_ROUNDS = 5
 #: with priorities, camera 0's p99 at 1.5x the capacity is at most this share of its p99 without
-#: (the arbiter takes away nearly all of its wait behind the others' requests: 0.10-0.12 of it
+#: (the arbiter takes away nearly all of its wait behind the others' requests: 0.11-0.15 of it
 #: in the measurements of a 2-core AMD EPYC Zen 5, whatever the host's noise)
 MECHANISM_SHARE = 0.25
 
