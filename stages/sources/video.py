@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from fractions import Fraction
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pipeline.videofile import iso_boxes
 
@@ -19,7 +19,45 @@ TEXT_FORMATS = frozenset({"tty"})
 AVFMT_FLAG_NONBLOCK = 0x0004
 #: how often a non-blocking device is asked again for a frame
 POLL_S = 0.005
+#: how often a caller waiting for a stream to open looks at its stop event
+OPEN_POLL_S = 0.05
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".gif", ".webm", ".ts", ".m4v", ".mpg", ".mpeg", ".flv")
+
+
+def open_unless_stopped(open_reader: Callable[[], Reader], stop: threading.Event) -> Reader | None:
+    """``open_reader()`` on a helper thread; its reader, or None as soon as ``stop`` is set.
+
+    Opening a stream blocks inside FFmpeg for up to the open timeout, out of reach of a
+    stop. A stopped caller returns at once; the helper thread closes the reader it still
+    opens (or drops its error) and ends within that timeout. Errors are raised here.
+    """
+    done = threading.Event()
+    lock = threading.Lock()
+    outcome: list[Any] = []  # [reader] or [exception]
+    abandoned = False
+
+    def run() -> None:
+        try:
+            result: Any = open_reader()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            result = exc
+        with lock:
+            outcome.append(result)
+            done.set()
+            late = abandoned
+        if late and isinstance(result, Reader):
+            result.close()
+
+    threading.Thread(target=run, name=f"{threading.current_thread().name}:open", daemon=True).start()
+    while not done.wait(OPEN_POLL_S):
+        if stop.is_set():
+            with lock:
+                if not done.is_set():
+                    abandoned = True
+                    return None
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
 
 
 class VideoReader(Reader):
@@ -150,6 +188,9 @@ class VideoReader(Reader):
                     time.sleep(POLL_S)
                 elif self._stop.wait(POLL_S):
                     return
+            except av.error.ExitError:  # FFmpeg's interrupt callback: the read timeout passed
+                raise SourceError(f"read error in {self.uri}: no data for {self.read_timeout_s:g} s "
+                                  "(read_timeout_s)") from None
             except av.error.FFmpegError as exc:
                 raise SourceError(f"read error in {self.uri}: {ffmpeg_reason(exc)}") from None
 

@@ -1,8 +1,11 @@
 """Decode's ``start_frame``: a source that starts at frame N delivers exactly frames N.. of the
-whole source, numbered from N (video files seek to the keyframe before N and decode forward)."""
+whole source, numbered from N (video files seek to the keyframe before N and decode forward).
+Also: inputs that are not video fail in one line, and a stop interrupts a stream's open."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -10,6 +13,8 @@ import numpy as np
 import pytest
 
 from stages.decode import Decode
+from stages.sources import Reader, SourceError
+from stages.sources.video import open_unless_stopped
 from tests.cluster.helpers import make_clip
 
 
@@ -87,10 +92,45 @@ def test_a_text_file_is_not_taken_for_a_video(tmp_path: Path) -> None:
 
 
 def test_a_url_of_a_protocol_ffmpeg_lacks_names_the_valid_schemes() -> None:
-    from stages.sources import SourceError
-
     source = Decode(uri="foo://camera/1")
     with pytest.raises(SourceError, match=r"^cannot open source foo://camera/1: Protocol not found; "
                                           r"valid: rtsp://, .*http://, .*file://, testsrc://$"):
         source.open()
     source.close()
+
+
+class _Opened(Reader):
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_stop_while_a_stream_opens_returns_at_once_and_the_late_reader_is_closed() -> None:
+    answer, stop, opened = threading.Event(), threading.Event(), _Opened()
+
+    def slow_open() -> Reader:
+        answer.wait(10)
+        return opened
+
+    stop_soon = threading.Timer(0.1, stop.set)
+    stop_soon.start()
+    t0 = time.monotonic()
+    assert open_unless_stopped(slow_open, stop) is None
+    assert time.monotonic() - t0 < 1.0
+    assert not opened.closed.is_set()
+    answer.set()  # the server answers after all: nobody takes the reader, so it is closed
+    assert opened.closed.wait(5)
+
+
+def test_an_open_that_ends_before_a_stop_hands_over_its_reader_or_its_error() -> None:
+    opened = _Opened()
+    assert open_unless_stopped(lambda: opened, threading.Event()) is opened
+    assert not opened.closed.is_set()
+
+    def refused() -> Reader:
+        raise SourceError("cannot open source rtsp://cam: Connection refused")
+
+    with pytest.raises(SourceError, match="Connection refused"):
+        open_unless_stopped(refused, threading.Event())
