@@ -21,36 +21,17 @@ run cleanly (stages closed, outputs finalised) with a one-line error.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
-from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable
 
 from .executor import GraphExecutor
 from .graph import PipelineGraph
 from .run_options import RunOptions, StageFailure
+from .source_names import source_ids
 from .stats import RunSummary, SourceStats
 
 __all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals", "source_ids"]
-
-
-def source_ids(uris: list[str], taken: Collection[str] = ()) -> list[str]:
-    """Short unique names for sources (file stem, scene name, host/path), none of them in
-    ``taken`` (a second ``cam`` is ``cam-2``)."""
-    out: list[str] = []
-    for uri in uris:
-        base = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", uri).rstrip("/").split("?")[0]  # no user:password
-        rest = base.split("://", 1)[-1]
-        if "://" in base and "/" not in rest:  # a stream named by its address alone (udp://HOST:PORT)
-            stem = rest.replace(":", "_")
-        else:
-            stem = Path(rest).stem or base.replace("://", "_")
-        name, k = stem, 2
-        while name in out or name in taken:
-            name, k = f"{stem}-{k}", k + 1
-        out.append(name)
-    return out
 
 
 def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | None = None,

@@ -36,7 +36,7 @@ from .graph import PipelineGraph
 from .priority import NiceGroup
 from .camera import Camera, one_line_error
 from .run_options import RunOptions, StageFailure
-from .runtime import source_ids
+from .source_names import source_ids
 from .stage import InferStage
 from .stats import LatencyStats, RunSummary, SourceStats
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.frame import RECORD, Frame
+from pipeline.source_names import source_ids
 from pipeline.stage import Params, SourceStage
 
 from .sources import (IMAGE_SUFFIXES, LOOP, VIDEO_SUFFIXES, FolderReader, Reader, SceneReader, SourceError,
@@ -115,6 +116,7 @@ class Decode(SourceStage):
         self._retired_lock = threading.Lock()  # both threads close expired readers
         self._continue_at: float | None = None  # timestamps of the next reader continue from here
         self._seq = 0
+        self._name = ""  # frames' source_id outside the runtime (which sets source_id): as the runtime names it
         self._reconnect_requested = False
         self.decode_errors = 0
         #: called as on_event(state, info) on every state change of a live source
@@ -140,6 +142,7 @@ class Decode(SourceStage):
         if not uri:
             raise SourceError("no source given; pass --source FILE|URL|FOLDER|testsrc://PATTERN")
         self._seq = self.params.start_frame
+        self._name = source_ids([uri])[0]
         self.decode_errors = 0
         if uri.startswith("testsrc://"):
             self._reader = SceneReader(uri, self.params.fps)
@@ -318,7 +321,7 @@ class Decode(SourceStage):
             if self.live and reader.consecutive_errors >= self.params.max_decode_errors:
                 reader.consecutive_errors = 0
                 self._reconnect_requested = True
-        source = self.source_id or self.params.uri
+        source = self.source_id or self._name
         frames = []
         for av_frame, image, pts, tb in decoded:
             if image is not None:

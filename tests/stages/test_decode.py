@@ -134,3 +134,10 @@ def test_an_open_that_ends_before_a_stop_hands_over_its_reader_or_its_error() ->
 
     with pytest.raises(SourceError, match="Connection refused"):
         open_unless_stopped(refused, threading.Event())
+
+
+def test_frames_outside_the_runtime_are_named_as_the_runtime_names_their_source(clip: Path) -> None:
+    with Decode(uri=str(clip)) as source:
+        assert next(source.frames()).source_id == clip.stem
+    with Decode(uri="testsrc://bars?frames=2") as source:
+        assert {f.source_id for f in source.frames()} == {"bars"}
