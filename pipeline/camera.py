@@ -80,6 +80,8 @@ class Camera:
         self.needs_image = any(st.needs_image for st in self.stages.values())
         self.stats = SourceStats(source_id)
         self.halt_reading = threading.Event()
+        self._read_thread: threading.Thread | None = None
+        self._reader_left = False  # stopping no longer waits for the reader thread
         self.live = bool(getattr(self.source, "live", False))
         if self.live:
             # A camera does not wait: packets queue generously (dropping packets breaks
@@ -382,9 +384,21 @@ class Camera:
         name = prefix + self.source_id
         if self.opts.sync:
             return [threading.Thread(target=self._timed(self.sync_loop, True), name=f"{name}:sync", daemon=True)]
-        return [threading.Thread(target=self._timed(self.reader), name=f"{name}:read", daemon=True),
+        self._read_thread = threading.Thread(target=self._timed(self.reader), name=f"{name}:read", daemon=True)
+        return [self._read_thread,
                 threading.Thread(target=self._timed(self.decoder, True), name=f"{name}:decode", daemon=True),
                 threading.Thread(target=self._timed(self.worker), name=f"{name}:work", daemon=True)]
+
+    def waits_for(self, thread: threading.Thread) -> bool:
+        """Whether stopping this camera waits for ``thread``: not for its reader once reading
+        is halted while the source waits in a read that ends alone (its read timeout) and
+        then closes what it read (``SourceStage.in_read``)."""
+        if thread is not self._read_thread:
+            return True
+        if not self._reader_left and self.halt_reading.is_set() and getattr(self.source, "in_read", False):
+            self._reader_left = True  # for good: closing the source forgets what it reads
+            _LEFT_READERS.add(thread)
+        return not self._reader_left
 
     def _timed(self, body: Callable[[], None], decodes: bool = False) -> Callable[[], None]:
         """``body``, keeping the thread's CPU time when it ends (``exit_cpu``) and, for the thread
@@ -397,6 +411,16 @@ class Camera:
                 if decodes:
                     self.exit_codec_cpu.update(ffmpeg_decoder_threads())
         return run
+
+
+#: reader threads that stopping no longer waits for (see Camera.waits_for)
+_LEFT_READERS: set[threading.Thread] = set()
+
+
+def readers_left() -> list[threading.Thread]:
+    """Reader threads a stop left inside a read of their source that still run (each ends
+    within its source's read timeout and closes what it read)."""
+    return [t for t in list(_LEFT_READERS) if t.is_alive()]
 
 
 def one_line_error(exc: BaseException, context: str) -> str:

@@ -141,7 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The ``vapipe`` command; ``argv`` None: the process's arguments (the command itself,
+    which then exits at once past readers a stop left inside a stream's read)."""
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None:
+        from .runtime import exit_past_readers
+
+        code = exit_past_readers(code)
+    return code
+
+
+def _main(argv: list[str]) -> int:
     if "serve" in argv and all(a == "--debug" for a in argv[:argv.index("serve")]):
         at = argv.index("serve")  # serve parses its own options (vapipe serve --help)
         argv = [*argv[:at], "serve", *(["--"] if argv[at + 1:] else []), *argv[at + 1:]]

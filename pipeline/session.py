@@ -192,12 +192,9 @@ class Session:
         cam.halt_reading.set()
         deadline = time.monotonic() + (self.opts.stop_deadline_s if timeout is None else timeout)
         threads = self._threads.pop(source_id, [])
-        for t in threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
-        if any(t.is_alive() for t in threads):
+        if not _join(cam, threads, deadline):
             cam.abort.set()  # frames still in flight past the deadline: stop waiting for them
-            for t in threads:
-                t.join(timeout=self.opts.stop_deadline_s)
+            _join(cam, threads, time.monotonic() + self.opts.stop_deadline_s)
         self._finish(cam)
         self._mark_multi_camera(keep=True)
         return cam.stats
@@ -254,7 +251,9 @@ class Session:
 
     def _running_thread(self, source_id: str) -> threading.Thread | None:
         """A thread of the camera that still runs (its reader ends first for a file), or None."""
-        return next((t for t in self._threads.get(source_id, []) if t.is_alive()), None)
+        cam = self._cameras.get(source_id)
+        return next((t for t in self._threads.get(source_id, [])
+                     if t.is_alive() and (cam is None or cam.waits_for(t))), None)
 
     def _alive(self, source_id: str) -> bool:
         return self._running_thread(source_id) is not None
@@ -325,12 +324,12 @@ class Session:
         the process-wide settings; returns the summary.  Safe to call more than once."""
         with self._lock:
             cams = list(self._cameras.values())
-            threads = [t for ts in self._threads.values() for t in ts]
+            threads = {c.source_id: list(self._threads.get(c.source_id, [])) for c in cams}
         for c in cams:
             c.halt_reading.set()
         self.abort()  # nothing may block from here on
-        for t in threads:
-            t.join(timeout=self.opts.stop_deadline_s)
+        for c in cams:
+            _join(c, threads[c.source_id], time.monotonic() + self.opts.stop_deadline_s)
         for c in cams:
             self._finish(c)
         restore, self._restore = self._restore, []
@@ -416,3 +415,14 @@ def _make_output_dir(path: Any) -> bool:
     except OSError as exc:
         raise ValueError(f"output directory {path}: cannot be created: {exc.strerror or exc}") from None
     return made
+
+
+def _join(cam: Camera, threads: list[threading.Thread], deadline: float) -> bool:
+    """Wait until every thread of ``cam`` that stopping waits for has ended, or until
+    ``deadline`` (monotonic seconds); True if they ended."""
+    while True:
+        running = next((t for t in threads if t.is_alive() and cam.waits_for(t)), None)
+        left = deadline - time.monotonic()
+        if running is None or left <= 0:
+            return running is None
+        running.join(timeout=min(left, 0.05))

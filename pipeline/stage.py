@@ -322,6 +322,13 @@ class SourceStage(Stage):
     total_frames: int | None = None
 
     @property
+    def in_read(self) -> bool:
+        """True while ``units()`` waits inside a read it cannot interrupt, if a ``close()``
+        meanwhile is left to that read's thread (it closes what it reads when the read
+        returns).  The runtime then stops waiting for that thread once reading is halted."""
+        return False
+
+    @property
     def can_probe(self) -> bool:
         """Whether the source can be opened and read ahead of a run to time its decoding
         (files, folders, scenes: yes; cameras and streams, which connect: no)."""

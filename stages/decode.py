@@ -184,6 +184,10 @@ class Decode(SourceStage):
             reader.close()
 
     @property
+    def in_read(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self._reader, "reading", False))
+
+    @property
     def total_frames(self) -> int | None:  # type: ignore[override]
         """Frames in one pass of the source, if known (for progress bars)."""
         return None if self._reader is None or self.params.loop else self._reader.total_frames

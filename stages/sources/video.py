@@ -151,6 +151,10 @@ class VideoReader(Reader):
         self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
         sample_aspect = self.stream.sample_aspect_ratio if square_pixels else None
         self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace, sample_aspect)
+        self._read_lock = threading.Lock()
+        self._reading = False  # the reader thread is inside a read of the container
+        self._closed = False
+        self._close_after_read = False  # close() came during that read: the reader thread closes
 
     def start_at(self, index: int) -> None:
         """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
@@ -173,8 +177,9 @@ class VideoReader(Reader):
 
         last = time.monotonic()
         while True:
+            packets = self.container.demux(self.stream) if not self._closed else iter(())
             try:
-                for packet in self.container.demux(self.stream):
+                while (packet := self._read(packets)) is not None:
                     if packet.size == 0 and packet.pts is None:
                         continue
                     last = time.monotonic()
@@ -193,6 +198,35 @@ class VideoReader(Reader):
                                   "(read_timeout_s)") from None
             except av.error.FFmpegError as exc:
                 raise SourceError(f"read error in {self.uri}: {ffmpeg_reason(exc)}") from None
+
+    @property
+    def reading(self) -> bool:
+        """True while the reader thread waits inside a read (up to the read timeout)."""
+        return self._reading
+
+    def _read(self, packets: Iterator[Any]) -> Any | None:
+        """The next packet; None at the end, or when :meth:`close` came during the read (the
+        container is closed here then, by the thread that was reading it)."""
+        with self._read_lock:
+            if self._closed:
+                return None
+            self._reading = True
+        try:
+            packet = next(packets, None)
+        except BaseException:
+            if self._end_read():
+                return None
+            raise
+        return None if self._end_read() else packet
+
+    def _end_read(self) -> bool:
+        """Leave the read; True if the reader was closed meanwhile (and is closed now)."""
+        with self._read_lock:
+            self._reading = False
+            late, self._close_after_read = self._close_after_read, False
+        if late:
+            self._close_container()
+        return late
 
     def unit_time(self, unit: Any) -> float | None:
         ts = unit.pts if unit.pts is not None else unit.dts
@@ -251,6 +285,18 @@ class VideoReader(Reader):
         self._offset = round(seconds / float(self.time_base)) - (int(start) if start is not None else 0)
 
     def close(self) -> None:
+        """Close the container; during a read on another thread, that thread closes it when
+        the read returns (FFmpeg's read cannot be interrupted, and the container must outlive it)."""
+        with self._read_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._reading:
+                self._close_after_read = True
+                return
+        self._close_container()
+
+    def _close_container(self) -> None:
         try:
             self.container.close()
         except Exception:  # noqa: BLE001 - closing a broken container

@@ -295,6 +295,31 @@ def test_stream_stalls_mid_run(rtsp_server: Server, config: Path, tmp_path: Path
     assert cam["error"] is None
 
 
+def test_ctrl_c_while_a_stream_is_quiet_stops_at_once(rtsp_server: Server, config: Path, tmp_path: Path) -> None:
+    """SIGSTOP the server, then Ctrl-C inside the read timeout (20 s): vapipe stops within a
+    few seconds, its summary and JSON Lines complete; the read still blocked is left to end
+    alone (the process exits past it)."""
+    out = tmp_path / "out"
+    jsonl = out / "cam.jsonl"
+    proc = vapipe_popen("run", "events", "--config", str(config), "--source", rtsp_server.url,
+                        "--output", str(out), "--json", "--no-progress", "--set", "decode.read_timeout_s=20")
+    try:
+        wait_for(lambda: len(read_jsonl(jsonl)[0]) >= 10, 30, "10 frames", proc)
+        rtsp_server.pause()
+        time.sleep(1.5)
+        interrupted = time.monotonic()
+    finally:
+        code, stdout, stderr = finish(proc)
+        rtsp_server.resume()
+    took = time.monotonic() - interrupted
+    assert code == 0, stderr
+    assert took < 5.0, f"stopped {took:.1f} s after Ctrl-C"
+    assert jsonl.read_bytes().endswith(b"\n")
+    frames, events = read_jsonl(jsonl)
+    assert event_states(events) == ["connecting", "streaming"], events
+    assert source_stats(json.loads(stdout), "cam")["frames"] == len(frames) >= 10
+
+
 def test_quick_recovery_counts_the_down_time(rtsp_server: Server, config: Path, tmp_path: Path) -> None:
     """The server resumes as soon as the stall is noticed, so the first reconnect works
     (no "reconnecting" event): that outage still gets its down time, and only once."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from pipeline.camera import readers_left
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions
@@ -188,3 +191,87 @@ def test_reconnects_count_every_connection_after_the_first() -> None:
     assert reconnects({"connecting": 2, "streaming": 2, "stalled": 1}) == 1  # back at once
     assert reconnects({"connecting": 4, "reconnecting": 2, "streaming": 2, "ended": 1}) == 3
     assert reconnects({}) == 0
+
+
+QUIET = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {read_timeout_s: 3, open_timeout_s: 5}}
+      - {name: session_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+def _mpegts(frames: int) -> bytes:
+    """An H.264 MPEG-TS clip of ``frames`` 160x120 frames at 25 fps, in memory."""
+    import io
+
+    import av
+    import numpy as np
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mpegts") as out:
+        st = out.add_stream("libx264", rate=25)
+        st.width, st.height, st.pix_fmt = 160, 120, "yuv420p"
+        for i in range(frames):
+            img = np.full((120, 160, 3), (i * 5) % 255, np.uint8)
+            out.mux(st.encode(av.VideoFrame.from_ndarray(img, format="bgr24")))
+        out.mux(st.encode())
+    return buf.getvalue()
+
+
+def _quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event) -> str:
+    """An HTTP stream on 127.0.0.1 that sends ``body`` and then nothing, keeping the
+    connection open; ``client_closed`` is set when the client closes it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + body)
+        conn.settimeout(0.1)
+        while not done.is_set():
+            try:
+                if conn.recv(4096) == b"":
+                    client_closed.set()
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                client_closed.set()
+                break
+        conn.close()
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/cam.ts"
+
+
+def test_a_camera_that_went_quiet_is_removed_at_once_and_its_reader_closes_the_stream_later(
+        tmp_path: Path) -> None:
+    client_closed, done = threading.Event(), threading.Event()
+    data = _mpegts(50)
+    url = _quiet_stream(data[: len(data) // 2], client_closed, done)
+    session = _session(QUIET, tmp_path)
+    try:
+        [sid] = session.add_sources([url])
+        cam = next(c for c in session.cameras() if c.source_id == sid)
+        deadline = time.monotonic() + 20
+        while not (cam.stats.processed and cam.source.in_read) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # well inside the quiet read (read timeout 3 s)
+        assert cam.stats.processed > 0 and cam.source.in_read
+        t0 = time.monotonic()
+        session.remove_source(sid)
+        assert time.monotonic() - t0 < 1.0
+        # the read still blocks; its thread closes the stream when the read timeout ends it
+        assert [t.name for t in readers_left()] == [f"{sid}:read"]
+        assert not client_closed.is_set()
+        assert client_closed.wait(6)
+        deadline = time.monotonic() + 2
+        while readers_left() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert readers_left() == []
+    finally:
+        done.set()
+        session.close()
