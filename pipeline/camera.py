@@ -397,6 +397,7 @@ class Camera:
             return True
         if not self._reader_left and self.halt_reading.is_set() and getattr(self.source, "in_read", False):
             self._reader_left = True  # for good: closing the source forgets what it reads
+            readers_left()  # forgets the ended ones
             _LEFT_READERS.add(thread)
         return not self._reader_left
 
@@ -420,7 +421,9 @@ _LEFT_READERS: set[threading.Thread] = set()
 def readers_left() -> list[threading.Thread]:
     """Reader threads a stop left inside a read of their source that still run (each ends
     within its source's read timeout and closes what it read)."""
-    return [t for t in list(_LEFT_READERS) if t.is_alive()]
+    alive = [t for t in list(_LEFT_READERS) if t.is_alive()]
+    _LEFT_READERS.intersection_update(alive)
+    return alive
 
 
 def one_line_error(exc: BaseException, context: str) -> str:
