@@ -15,6 +15,7 @@ from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions
 from pipeline.session import Session
 from pipeline.testing import COLLECTED
+from tests.cluster.helpers import make_clip
 
 PACED = """
 pipelines:
@@ -202,24 +203,6 @@ pipelines:
 """
 
 
-def _mpegts(frames: int) -> bytes:
-    """An H.264 MPEG-TS clip of ``frames`` 160x120 frames at 25 fps, in memory."""
-    import io
-
-    import av
-    import numpy as np
-
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mpegts") as out:
-        st = out.add_stream("libx264", rate=25)
-        st.width, st.height, st.pix_fmt = 160, 120, "yuv420p"
-        for i in range(frames):
-            img = np.full((120, 160, 3), (i * 5) % 255, np.uint8)
-            out.mux(st.encode(av.VideoFrame.from_ndarray(img, format="bgr24")))
-        out.mux(st.encode())
-    return buf.getvalue()
-
-
 def _quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event) -> str:
     """An HTTP stream on 127.0.0.1 that sends ``body`` and then nothing, keeping the
     connection open; ``client_closed`` is set when the client closes it."""
@@ -250,7 +233,7 @@ def _quiet_stream(body: bytes, client_closed: threading.Event, done: threading.E
 def test_a_camera_that_went_quiet_is_removed_at_once_and_its_reader_closes_the_stream_later(
         tmp_path: Path) -> None:
     client_closed, done = threading.Event(), threading.Event()
-    data = _mpegts(50)
+    data = make_clip(tmp_path / "cam.ts", 50, size=(160, 120)).read_bytes()  # MPEG-TS: a stream as sent
     url = _quiet_stream(data[: len(data) // 2], client_closed, done)
     session = _session(QUIET, tmp_path)
     try:
