@@ -8,6 +8,7 @@ Failures follow the stages' error policy and are reported in one line.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -414,6 +415,8 @@ class Camera:
         return run
 
 
+#: at most this long, at interpreter exit, for each read a stop left behind
+LEFT_READER_WAIT_S = 60.0
 #: reader threads that stopping no longer waits for (see Camera.waits_for)
 _LEFT_READERS: set[threading.Thread] = set()
 
@@ -424,6 +427,17 @@ def readers_left() -> list[threading.Thread]:
     alive = [t for t in list(_LEFT_READERS) if t.is_alive()]
     _LEFT_READERS.intersection_update(alive)
     return alive
+
+
+def _wait_for_readers_left() -> None:
+    """At interpreter exit: tearing the interpreter down under a read still inside FFmpeg can
+    crash it, so a program that embeds the runtime waits here for those reads to end (within
+    their read timeout; ``vapipe`` itself exits past them, see ``runtime.exit_past_readers``)."""
+    for thread in readers_left():
+        thread.join(timeout=LEFT_READER_WAIT_S)
+
+
+atexit.register(_wait_for_readers_left)
 
 
 def one_line_error(exc: BaseException, context: str) -> str:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -151,6 +152,33 @@ class HttpServer(Server):
 
     def command(self) -> list[str]:
         return [self.python, str(HTTP_SERVER), self.mode, "--port", str(self.port), *self.args]
+
+
+def quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event) -> str:
+    """An HTTP stream on 127.0.0.1 that sends ``body`` and then nothing, keeping the
+    connection open; ``client_closed`` is set when the client closes it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + body)
+        conn.settimeout(0.1)
+        while not done.is_set():
+            try:
+                if conn.recv(4096) == b"":
+                    client_closed.set()
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                client_closed.set()
+                break
+        conn.close()
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/cam.ts"
 
 
 def _readline(proc: subprocess.Popen[str], deadline: float) -> str:

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +14,8 @@ from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions, run_pipeline, source_ids
 from pipeline.testing import COLLECTED
+from tests.cluster.helpers import make_clip
+from tests.live.helpers import ROOT, quiet_stream
 
 LINEAR = """
 pipelines:
@@ -282,3 +289,50 @@ pipelines:
     assert summary.error is not None and "metadata: cannot write" in summary.error, summary.error
     assert "meta is not a folder" in summary.error and summary.sources[0].processed == 0
     assert not list(tmp_path.rglob("*.mp4"))
+
+
+EMBEDDED = """
+import sys, time
+from pathlib import Path
+from pipeline.config import parse_config
+from pipeline.graph import build_graph
+from pipeline.runtime import RunOptions, run_pipeline
+text = '''
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {read_timeout_s: 3}}
+      - {name: metadata, type: metadata}
+'''
+graph = build_graph(parse_config(text, "t.yaml").get("p"))
+summary = run_pipeline(graph, [sys.argv[1]], RunOptions(output_dir=Path(sys.argv[2])))
+print("returned", time.monotonic(), summary.sources[0].processed, flush=True)
+"""
+
+
+def test_a_program_embedding_the_runtime_exits_only_after_a_read_left_behind_ends(tmp_path: Path) -> None:
+    """Stopped while its camera is quiet, run_pipeline returns at once; the program's exit then
+    waits for the read left inside FFmpeg (tearing the interpreter down under it can crash)."""
+    client_closed, done = threading.Event(), threading.Event()
+    data = make_clip(tmp_path / "cam.ts", 50, size=(160, 120)).read_bytes()
+    url = quiet_stream(data[: len(data) // 2], client_closed, done)
+    proc = subprocess.Popen([sys.executable, "-c", EMBEDDED, url, str(tmp_path / "out")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        jsonl = tmp_path / "out" / "cam.jsonl"
+        deadline = time.monotonic() + 30
+        while not (jsonl.exists() and jsonl.read_text()) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.5)  # inside the quiet read (read timeout 3 s)
+        proc.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        exited = time.monotonic()
+    finally:
+        done.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    _, returned, frames = out.split()
+    assert float(returned) - interrupted < 1.0 and int(frames) > 0
+    assert client_closed.is_set() and exited - interrupted > 1.0, f"exited {exited - interrupted:.2f} s after the stop"

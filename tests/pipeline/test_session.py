@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pipeline.runtime import RunOptions
 from pipeline.session import Session
 from pipeline.testing import COLLECTED
 from tests.cluster.helpers import make_clip
+from tests.live.helpers import quiet_stream
 
 PACED = """
 pipelines:
@@ -203,38 +203,11 @@ pipelines:
 """
 
 
-def _quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event) -> str:
-    """An HTTP stream on 127.0.0.1 that sends ``body`` and then nothing, keeping the
-    connection open; ``client_closed`` is set when the client closes it."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        conn.recv(4096)
-        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + body)
-        conn.settimeout(0.1)
-        while not done.is_set():
-            try:
-                if conn.recv(4096) == b"":
-                    client_closed.set()
-                    break
-            except TimeoutError:
-                continue
-            except OSError:
-                client_closed.set()
-                break
-        conn.close()
-        listener.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}/cam.ts"
-
-
 def test_a_camera_that_went_quiet_is_removed_at_once_and_its_reader_closes_the_stream_later(
         tmp_path: Path) -> None:
     client_closed, done = threading.Event(), threading.Event()
     data = make_clip(tmp_path / "cam.ts", 50, size=(160, 120)).read_bytes()  # MPEG-TS: a stream as sent
-    url = _quiet_stream(data[: len(data) // 2], client_closed, done)
+    url = quiet_stream(data[: len(data) // 2], client_closed, done)
     session = _session(QUIET, tmp_path)
     try:
         [sid] = session.add_sources([url])
