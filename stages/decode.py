@@ -185,7 +185,8 @@ class Decode(SourceStage):
 
     @property
     def in_read(self) -> bool:  # type: ignore[override]
-        return bool(getattr(self._reader, "reading", False))
+        reader = self._reader
+        return reader is not None and reader.reading
 
     @property
     def total_frames(self) -> int | None:  # type: ignore[override]

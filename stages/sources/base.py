@@ -36,6 +36,8 @@ class Reader:
     consecutive_errors: int = 0
     #: the file the last frame :meth:`decode` returned was read from (image folders), else None
     last_file: str | None = None
+    #: True while the reader thread waits inside a read that a close() must not cut short
+    reading: bool = False
 
     def units(self) -> Iterator[Any]:
         raise NotImplementedError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future
 from fractions import Fraction
 from typing import Any, Callable, Iterator
 
@@ -28,36 +29,32 @@ def open_unless_stopped(open_reader: Callable[[], Reader], stop: threading.Event
     """``open_reader()`` on a helper thread; its reader, or None as soon as ``stop`` is set.
 
     Opening a stream blocks inside FFmpeg for up to the open timeout, out of reach of a
-    stop. A stopped caller returns at once; the helper thread closes the reader it still
-    opens (or drops its error) and ends within that timeout. Errors are raised here.
+    stop. A stopped caller returns at once; the reader the helper thread still opens is
+    closed when it arrives (an error is dropped). Errors are raised here.
     """
-    done = threading.Event()
-    lock = threading.Lock()
-    outcome: list[Any] = []  # [reader] or [exception]
-    abandoned = False
+    opened: Future[Reader] = Future()
 
     def run() -> None:
         try:
-            result: Any = open_reader()
+            opened.set_result(open_reader())
         except Exception as exc:  # noqa: BLE001 - handed to the caller
-            result = exc
-        with lock:
-            outcome.append(result)
-            done.set()
-            late = abandoned
-        if late and isinstance(result, Reader):
-            result.close()
+            opened.set_exception(exc)
 
     threading.Thread(target=run, name=f"{threading.current_thread().name}:open", daemon=True).start()
-    while not done.wait(OPEN_POLL_S):
-        if stop.is_set():
-            with lock:
-                if not done.is_set():
-                    abandoned = True
-                    return None
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+    while True:
+        try:
+            return opened.result(timeout=OPEN_POLL_S)
+        except TimeoutError:
+            if opened.done():  # the open itself timed out (raised here as it is)
+                raise
+            if stop.is_set():
+                opened.add_done_callback(_close_unwanted)  # at once if it has just arrived
+                return None
+
+
+def _close_unwanted(opened: Future[Reader]) -> None:
+    if opened.exception() is None:
+        opened.result().close()
 
 
 class VideoReader(Reader):
