@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = with_config(sub.add_parser("run", help="run a pipeline on one or more sources"))
     r.add_argument("name")
     r.add_argument("--source", action="append", required=True, metavar="URI",
-                   help="video file, image folder or testsrc://PATTERN; repeat for several cameras")
+                   help="video file, image folder, stream URL (rtsp://, http(s)://, HLS .m3u8), "
+                        "camera (/dev/videoN) or testsrc://PATTERN; repeat for several cameras")
     r.add_argument("--output", default="output", metavar="DIR", help="directory for MP4/JSONL outputs")
     r.add_argument("--set", action="append", default=[], metavar="STAGE.PARAM=VALUE", help="override a parameter")
     r.add_argument("--device", default=None, help="OpenVINO device for every inference stage (CPU, AUTO, ...)")

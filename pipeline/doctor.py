@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["collect", "format_report", "warnings_for", "THREAD_ENV_VARS"]
@@ -147,11 +148,19 @@ def _blas() -> dict[str, Any]:
     if _installed("threadpoolctl"):
         from threadpoolctl import threadpool_info
 
+        # a process can hold several copies of one library (numpy's and OpenCV's OpenBLAS): name the owner
         out["threadpools"] = [{"api": p.get("user_api"), "library": p.get("internal_api"),
-                               "threads": p.get("num_threads")} for p in threadpool_info()]
+                               "threads": p.get("num_threads"), "owner": _pool_owner(p.get("filepath") or "")}
+                              for p in threadpool_info()]
     else:
         out["threadpools"] = "unknown (install threadpoolctl to see BLAS/OpenMP threads)"
     return out
+
+
+def _pool_owner(path: str) -> str:
+    """The package a shared library came with: ``.../numpy.libs/libscipy_openblas.so`` -> numpy."""
+    parent = Path(path).parent.name
+    return parent[:-len(".libs")] if parent.endswith(".libs") else Path(path).name
 
 
 def _onnxruntime() -> dict[str, Any] | None:
@@ -284,7 +293,7 @@ def format_report(info: dict[str, Any]) -> str:
     if isinstance(tp, str):
         lines.append(f"  threads: {tp}")
     else:
-        lines += [f"  {p['api']} {p['library']}: {p['threads']} threads" for p in tp] or ["  no thread pools loaded"]
+        lines += [f"  {p['api']} {p['library']} ({p.get('owner') or '?'}): {p['threads']} threads" for p in tp] or ["  no thread pools loaded"]
     ort = info.get("onnxruntime")
     lines.append(f"onnxruntime {ort['version']}" if ort else "onnxruntime: not installed")
     if ort:

@@ -76,6 +76,18 @@ def test_json_report() -> None:
     assert info["plan"]["pipeline"] == "persons" and "person_detect" in info["plan"]["infer"]
     assert info["opencv"]["threads"] >= 1
     assert info["ffmpeg"]["h264_decoder_defaults"]["thread_count"] == 0
+    pools = info["blas"]["threadpools"]
+    if isinstance(pools, list):  # threadpoolctl installed: each pool names the package that loaded it
+        assert pools and all(p["owner"] and "/" not in p["owner"] for p in pools), pools
+        assert "numpy" in {p["owner"] for p in pools}, pools
+
+
+def test_library_pools_are_named_by_their_package() -> None:
+    from pipeline.doctor import _pool_owner
+
+    assert _pool_owner("/v/site-packages/numpy.libs/libscipy_openblas64_-32a4.so") == "numpy"
+    assert _pool_owner("/v/site-packages/opencv_python.libs/libopenblasp-r0.so") == "opencv_python"
+    assert _pool_owner("/usr/lib/x86_64-linux-gnu/libgomp.so.1") == "libgomp.so.1"
 
 
 def test_shows_how_the_last_run_went_and_its_re_plan(tmp_path: Path, monkeypatch: Any) -> None:
