@@ -8,7 +8,6 @@ Failures follow the stages' error policy and are reported in one line.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -18,6 +17,7 @@ from .arbiter import LEVELS, SourcePriority
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
+from .left_readers import leave
 from .priority import NiceGroup
 from .ov_errors import one_line
 from .queues import EMPTY, BoundedQueue, Closed
@@ -398,8 +398,7 @@ class Camera:
             return True
         if not self._reader_left and self.halt_reading.is_set() and getattr(self.source, "in_read", False):
             self._reader_left = True  # for good: closing the source forgets what it reads
-            readers_left()  # forgets the ended ones
-            _LEFT_READERS.add(thread)
+            leave(thread)
         return not self._reader_left
 
     def _timed(self, body: Callable[[], None], decodes: bool = False) -> Callable[[], None]:
@@ -413,31 +412,6 @@ class Camera:
                 if decodes:
                     self.exit_codec_cpu.update(ffmpeg_decoder_threads())
         return run
-
-
-#: at most this long, at interpreter exit, for each read a stop left behind
-LEFT_READER_WAIT_S = 60.0
-#: reader threads that stopping no longer waits for (see Camera.waits_for)
-_LEFT_READERS: set[threading.Thread] = set()
-
-
-def readers_left() -> list[threading.Thread]:
-    """Reader threads a stop left inside a read of their source that still run (each ends
-    within its source's read timeout and closes what it read)."""
-    alive = [t for t in list(_LEFT_READERS) if t.is_alive()]
-    _LEFT_READERS.intersection_update(alive)
-    return alive
-
-
-def _wait_for_readers_left() -> None:
-    """At interpreter exit: tearing the interpreter down under a read still inside FFmpeg can
-    crash it, so a program that embeds the runtime waits here for those reads to end (within
-    their read timeout; ``vapipe`` itself exits past them, see ``runtime.exit_past_readers``)."""
-    for thread in readers_left():
-        thread.join(timeout=LEFT_READER_WAIT_S)
-
-
-atexit.register(_wait_for_readers_left)
 
 
 def one_line_error(exc: BaseException, context: str) -> str:

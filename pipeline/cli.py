@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     which then exits at once past readers a stop left inside a stream's read)."""
     code = _main(list(sys.argv[1:] if argv is None else argv))
     if argv is None:
-        from .runtime import exit_past_readers
+        from .left_readers import exit_past_readers
 
         code = exit_past_readers(code)
     return code
@@ -327,6 +327,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
     from .overrides import apply_overrides
     from .graph import build_graph
     from .runtime import RunOptions, run_pipeline
+    from .progress import ConsoleProgress
     from .run_options import check_cluster_options
 
     cfg = load_config(config_path, check_files=False)
@@ -370,7 +371,7 @@ def _cmd_run(args: argparse.Namespace, config_path: str) -> int:
                       max_frames=args.max_frames, requests=args.requests, cores=args.cores, replan=args.replan,
                       priorities=priorities,
                       trace=Tracer() if args.trace else None)
-    progress = None if args.no_progress or args.json else _Progress()
+    progress = None if args.no_progress or args.json else ConsoleProgress()
     summary = run_pipeline(graph, args.source, opts, progress=progress)
     if progress is not None:
         progress.finish()
@@ -402,40 +403,6 @@ def _priorities(given: list[str], min_fps: float, sources: int) -> list[Any] | N
                            f"order) and LEVEL one of {', '.join(LEVELS)}")
         levels[int(index) - 1] = level
     return [SourcePriority(level, min_fps) for level in levels]
-
-
-class _Progress:
-    """Frames and FPS per source on stderr: one updating line on a terminal,
-    a line every few seconds otherwise."""
-
-    def __init__(self, every_s: float = 0.5) -> None:
-        self.tty = sys.stderr.isatty()
-        self.every_s = every_s if self.tty else 5.0
-        self._last = time.monotonic()  # first report after one interval: quick failures stay one line
-        self._shown = False
-
-    def __call__(self, stats: list[Any]) -> None:
-        now = time.monotonic()
-        if now - self._last < self.every_s:
-            return
-        self._last = now
-        parts = []
-        for s in stats:
-            total = f"/{s.total}" if s.total else ""
-            pct = f" {100 * s.processed / s.total:3.0f}%" if s.total else ""
-            parts.append(f"{s.source}: {s.processed}{total}{pct} {s.fps:.1f} fps")
-        line = " | ".join(parts)
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            self._shown = True
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self._shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,15 +20,14 @@ run cleanly (stages closed, outputs finalised) with a one-line error.
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
-import sys
 import threading
 from typing import Any, Callable
 
 from .executor import GraphExecutor
 from .graph import PipelineGraph
+from .left_readers import exit_past_readers
 from .run_options import RunOptions, StageFailure
 from .source_names import source_ids
 from .stats import RunSummary, SourceStats
@@ -87,21 +86,6 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
         summary.plan_check = check.result
         summary.plan_check_text = "\n".join(check.summary_lines())
     return summary
-
-
-def exit_past_readers(code: int) -> int:
-    """``code``, for a command about to exit; if a stop left a reader thread inside an FFmpeg
-    read (a stream that went quiet), the process exits here at once instead, since tearing
-    the interpreter down under that read can crash it.  Outputs are closed by then; standard
-    streams and logs are flushed."""
-    from .camera import readers_left
-
-    if not readers_left():
-        return code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(code)
 
 
 def install_signals(stop: threading.Event, signalled: threading.Event) -> Callable[[], None] | None:

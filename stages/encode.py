@@ -45,6 +45,7 @@ from pipeline.geometry import scaled_size
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
+from ._encoder_options import opens_without_options, private_options, shown
 from ._paths import PathTemplate, check_output, claim, release, resolve_output
 from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
@@ -154,7 +155,7 @@ class Encode(Stage):
         key = f"encode|{p.codec}|{p.preset}|{p.crf}|{p.pix_fmt}|{w}x{h}"
 
         def measure() -> float:
-            supported = _private_options(av.CodecContext.create(p.codec, "w"))
+            supported = private_options(av.CodecContext.create(p.codec, "w"))
             options = {k: v for k, v in {"crf": str(p.crf), "preset": p.preset}.items() if k in supported}
             return measure_encode(w, h, p.codec, options, p.pix_fmt)
 
@@ -270,14 +271,14 @@ class Encode(Stage):
                 if p.threads:
                     stream.codec_context.thread_count = p.threads
                 wanted = {"crf": str(p.crf), "preset": p.preset}
-                supported = _private_options(stream.codec_context)
+                supported = private_options(stream.codec_context)
                 stream.options = {k: v for k, v in wanted.items() if k in supported}
                 stream.codec_context.open()
             except (av.FFmpegError, ValueError, TypeError) as exc:
                 container.close()
-                if error is None and stream is not None and stream.options and _opens_without_options(stream, tb):
+                if error is None and stream is not None and stream.options and opens_without_options(stream, tb):
                     self.path.unlink(missing_ok=True)  # the options are at fault: one message, not one per clock
-                    raise StageError(f"{self.name}: {p.codec!r} refused {_shown(stream.options)}: "
+                    raise StageError(f"{self.name}: {p.codec!r} refused {shown(stream.options)}: "
                                      f"{getattr(exc, 'strerror', None) or exc}") from None
                 error = exc
                 continue
@@ -296,7 +297,7 @@ class Encode(Stage):
         except (av.FFmpegError, ValueError) as exc:
             container.close()
             self.path.unlink(missing_ok=True)
-            options = _shown(self.params.container_options) or "its defaults"
+            options = shown(self.params.container_options) or "its defaults"
             raise StageError(f"{self.name}: the {container.format.name} muxer refused {options} for "
                              f"{self.path}: {getattr(exc, 'strerror', None) or exc}") from None
 
@@ -396,26 +397,3 @@ def _set_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
     vframe.pts, vframe.time_base, duration = timing
     if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
         vframe.duration = duration
-
-
-def _opens_without_options(stream: Any, tb: Fraction) -> bool:
-    """Whether ``stream``'s encoder opens at its size, pixel format and ``tb`` without private options."""
-    probe = av.CodecContext.create(stream.codec_context.name, "w")
-    probe.width, probe.height, probe.pix_fmt, probe.time_base = stream.width, stream.height, stream.pix_fmt, tb
-    try:
-        probe.open()
-    except (av.FFmpegError, ValueError, TypeError):
-        return False
-    return True
-
-
-def _shown(options: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in options.items())
-
-
-def _private_options(ctx: Any) -> set[str]:
-    """Names of the encoder's own options (crf, preset, ...)."""
-    try:
-        return {o.name for o in ctx.supported_options.private}
-    except AttributeError:  # older PyAV: assume the x264/x265 family
-        return {"crf", "preset"} if ctx.name.startswith(("libx264", "libx265")) else set()

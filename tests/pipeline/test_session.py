@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.camera import readers_left
+from pipeline.left_readers import readers_left
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions
