@@ -68,8 +68,6 @@ THREAD_GAIN = 1.10
 #: 1080p clip, predicted 0.56 and 0.75, 1.01x and 0.99x; faces at 720p, predicted 0.62 and
 #: 0.71, 0.92x and 0.95x (same Zen 4)
 DECODER_BUSY_MAX = 0.75
-#: a model's demand this close under a whole core keeps it at that many threads
-DEMAND_SLACK = 0.05
 #: Where two or more CPU models each keep at least HEAVY_MODEL of a core busy, each of them
 #: gets one more single-threaded stream than its share (cores permitting): such models hand
 #: frames to each other in bursts (a text detector's frame, then its lines to the recogniser),
@@ -349,7 +347,7 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
             threads, streams = max(1, st.user_threads), st.user_streams or 1
             user_set.append(st.name)
         else:
-            threads = min(cores, max(1, math.ceil(demand - DEMAND_SLACK)))
+            threads = min(cores, max(1, math.ceil(demand)))
             if len(heavy) > 1 and st in heavy and st.hint != "LATENCY":
                 threads = min(cores, threads + 1)  # bursts: see HEAVY_MODEL
             streams = 1 if st.hint == "LATENCY" else threads
@@ -376,7 +374,7 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
             threads = max(1, e.user_threads)
             user_set.append(e.name)
         else:
-            threads = min(cores, max(2, math.ceil(demand - DEMAND_SLACK))) if own[e.name] else 1
+            threads = min(cores, max(2, math.ceil(demand))) if own[e.name] else 1
         plan.encoders[e.name] = {"threads": threads, "ms": round(e.cost_ms, 3),
                                  "origin": e.origin if e.ms is not None else "assumed", "cores": round(demand, 3)}
     plan.predicted_fps = round(predicted * sources, 2)

@@ -44,6 +44,16 @@ def test_decode_heavy_cpu_keeps_one_inference_thread() -> None:
     assert plan.requests["person_detect"] == 2
 
 
+def test_a_model_just_over_a_core_gets_a_second_stream_rather_than_capping_the_rate() -> None:
+    """persons, 4 cameras, AMD EPYC Zen 5 (AVX-512 BF16): 3.23 ms per inference, 2.41 ms per
+    1080p frame, 0.64 ms host work.  The two cores feed 318 fps, which keeps the detector
+    busy 1.03 cores: one thread would cap the run at 1000 / 3.23 = 310 fps."""
+    plan = plan_threads(2, 4, [InferInfo("person_detect", ms=3.23)], decode_ms=2.41, host_ms=0.64)
+    assert plan.infer["person_detect"] == {"NUM_STREAMS": 2, "INFERENCE_NUM_THREADS": 2}
+    assert plan.bound == "cpu"
+    assert plan.predicted_fps == pytest.approx(2000 / (2.41 + 0.64 + 3.23), rel=1e-3)
+
+
 def test_the_work_never_exceeds_the_cores_and_the_prediction_respects_every_limit() -> None:
     costs = (0.3, 2.0, 9.0, 40.0)
     for cores, sources, models in itertools.product((1, 2, 4, 16), (1, 3, 8), (1, 2, 3)):
@@ -58,7 +68,7 @@ def test_the_work_never_exceeds_the_cores_and_the_prediction_respects_every_limi
                 threads = _threads(plan, info.name)
                 assert 1 <= threads <= cores
                 # every model has the threads its share of the predicted rate needs
-                assert sources * per_cam * info.frame_ms / 1000.0 <= threads * 1.06
+                assert sources * per_cam * info.frame_ms / 1000.0 <= threads * 1.0001
                 assert plan.requests[info.name] >= max(2, math.ceil(plan.infer[info.name]["NUM_STREAMS"] / sources))
 
 
