@@ -27,13 +27,11 @@ from typing import Any, Callable
 
 from .executor import GraphExecutor
 from .graph import PipelineGraph
-from .left_readers import exit_past_readers
 from .run_options import RunOptions, StageFailure
 from .source_names import source_ids
 from .stats import RunSummary, SourceStats
 
-__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals", "source_ids",
-           "exit_past_readers"]
+__all__ = ["RunOptions", "run_pipeline", "GraphExecutor", "StageFailure", "install_signals", "source_ids"]
 
 
 def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | None = None,

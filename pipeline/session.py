@@ -251,9 +251,7 @@ class Session:
 
     def _running_thread(self, source_id: str) -> threading.Thread | None:
         """A thread of the camera that still runs (its reader ends first for a file), or None."""
-        cam = self._cameras.get(source_id)
-        return next((t for t in self._threads.get(source_id, [])
-                     if t.is_alive() and (cam is None or cam.waits_for(t))), None)
+        return _running(self._cameras.get(source_id), self._threads.get(source_id, []))
 
     def _alive(self, source_id: str) -> bool:
         return self._running_thread(source_id) is not None
@@ -421,8 +419,14 @@ def _join(cam: Camera, threads: list[threading.Thread], deadline: float) -> bool
     """Wait until every thread of ``cam`` that stopping waits for has ended, or until
     ``deadline`` (monotonic seconds); True if they ended."""
     while True:
-        running = next((t for t in threads if t.is_alive() and cam.waits_for(t)), None)
+        running = _running(cam, threads)
         left = deadline - time.monotonic()
         if running is None or left <= 0:
             return running is None
         running.join(timeout=min(left, 0.05))
+
+
+def _running(cam: Camera | None, threads: list[threading.Thread]) -> threading.Thread | None:
+    """A thread of ``cam`` that still runs and that stopping waits for (see
+    :meth:`Camera.waits_for`), or None."""
+    return next((t for t in threads if t.is_alive() and (cam is None or cam.waits_for(t))), None)
