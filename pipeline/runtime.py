@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from .executor import GraphExecutor
 from .graph import PipelineGraph
+from .left_readers import Stopped
 from .run_options import RunOptions, StageFailure
 from .source_names import source_ids
 from .stats import RunSummary, SourceStats
@@ -58,6 +59,8 @@ def run_pipeline(graph: PipelineGraph, sources: list[str], opts: RunOptions | No
             session.add_sources(list(sources), priorities or None, ids=opts.source_ids, own=opts.source_overrides)
         except StageFailure as exc:
             session.failures.append(str(exc))
+        except Stopped:
+            pass  # stopped (Ctrl-C) while the sources opened: nothing ran, nothing failed
         else:
             if opts.on_session is not None:
                 opts.on_session(session)

@@ -28,11 +28,13 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable
 
 from .arbiter import SourcePriority
 from .frame import Frame
 from .graph import PipelineGraph
+from .left_readers import Stopped, run_unless_stopped
 from .priority import NiceGroup
 from .camera import Camera, one_line_error
 from .run_options import RunOptions, StageFailure
@@ -141,7 +143,8 @@ class Session:
     def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,
                     ids: list[str] | None = None, own: list[dict[str, dict[str, Any]]] | None = None) -> list[str]:
         """Open every source first, then start them together; any failure to open raises
-        (:class:`StageFailure` or the source's one-line error) and starts none.  ``priorities``:
+        (:class:`StageFailure` or the source's one-line error) and starts none, and so does a
+        stop while they open (:class:`~pipeline.left_readers.Stopped`, at once).  ``priorities``:
         one per source, on the models the cameras share (:mod:`pipeline.arbiter`); ``ids``: their
         names (default: from the URIs); ``own``: per source, stage overrides for that camera only."""
         with self._lock:
@@ -160,12 +163,19 @@ class Session:
             opened: list[Camera] = []
             try:
                 for cam in cams:
-                    _open(cam)
+                    # on a helper thread: a stop (Ctrl-C) returns at once from an open that
+                    # waits for a stream's open timeout; that camera closes when its open ends
+                    run_unless_stopped(partial(_open, cam), self._stopping, Camera.close)
                     opened.append(cam)
-            except BaseException:
+            except BaseException as exc:
                 for cam in opened:
                     cam.close()
+                for cam in cams[len(opened):]:
+                    cam.halt_reading.set()
+                    cam.abort.set()
                 self._removed.extend(cams)  # in the summary with what they counted
+                if isinstance(exc, Stopped):
+                    raise Stopped("the run was stopped while its sources opened") from None
                 raise
             for cam in cams:
                 self._cameras[cam.source_id] = cam
@@ -206,8 +216,11 @@ class Session:
             for cam in self._cameras.values():
                 cam.multi_camera = multi or (keep and cam.multi_camera)
 
+    def _stopping(self) -> bool:
+        return self._aborted.is_set() or self.stop_sources.is_set()
+
     def _check_open(self) -> None:
-        if self._aborted.is_set() or self.stop_sources.is_set():
+        if self._stopping():
             raise RuntimeError("the run is stopping; no source can be added")
 
     def _camera(self, uri: str, source_id: str, opts: RunOptions, priority: SourcePriority | None = None,
@@ -391,9 +404,10 @@ class Session:
                           wall_s=time.monotonic() - self.started, error=error, outputs=outputs, threads=threads)
 
 
-def _open(cam: Camera) -> None:
+def _open(cam: Camera) -> Camera:
     try:
         cam.open()
+        return cam
     except StageFailure:
         cam.close()
         raise

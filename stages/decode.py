@@ -27,12 +27,12 @@ from typing import Any, Callable, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.frame import RECORD, Frame
+from pipeline.left_readers import Stopped, run_unless_stopped
 from pipeline.source_names import source_ids
 from pipeline.stage import Params, SourceStage
 
 from .sources import (IMAGE_SUFFIXES, LOOP, VIDEO_SUFFIXES, FolderReader, Reader, SceneReader, SourceError,
                       VideoReader, is_live_uri)
-from .sources.video import open_unless_stopped
 
 __all__ = ["Decode", "SourceError", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "LOOP", "Reconnect", "STATES"]
 
@@ -232,15 +232,15 @@ class Decode(SourceStage):
             if self._reader is None:
                 self._event("connecting", attempt=failures + 1)
                 try:
-                    reader = open_unless_stopped(self._open_video, self.stop_event)
+                    reader = run_unless_stopped(self._open_video, self.stop_event.is_set, VideoReader.close)
+                except Stopped:
+                    return
                 except SourceError as exc:
                     if self.stop_event.is_set():
                         return
                     failures += 1
                     self._retry_or_give_up(failures, str(exc))
                     continue
-                if reader is None:  # stopped while opening
-                    return
                 self._reader = reader
                 # The decoder thread starts using the new reader here (on a reconnect it also
                 # continues the timestamps and closes the old one).

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import Future
 from fractions import Fraction
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from pipeline.videofile import iso_boxes
 
@@ -20,41 +19,7 @@ TEXT_FORMATS = frozenset({"tty"})
 AVFMT_FLAG_NONBLOCK = 0x0004
 #: how often a non-blocking device is asked again for a frame
 POLL_S = 0.005
-#: how often a caller waiting for a stream to open looks at its stop event
-OPEN_POLL_S = 0.05
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".gif", ".webm", ".ts", ".m4v", ".mpg", ".mpeg", ".flv")
-
-
-def open_unless_stopped(open_reader: Callable[[], Reader], stop: threading.Event) -> Reader | None:
-    """``open_reader()`` on a helper thread; its reader, or None as soon as ``stop`` is set.
-
-    Opening a stream blocks inside FFmpeg for up to the open timeout, out of reach of a
-    stop. A stopped caller returns at once; the reader the helper thread still opens is
-    closed when it arrives (an error is dropped). Errors are raised here.
-    """
-    opened: Future[Reader] = Future()
-
-    def run() -> None:
-        try:
-            opened.set_result(open_reader())
-        except Exception as exc:  # noqa: BLE001 - handed to the caller
-            opened.set_exception(exc)
-
-    threading.Thread(target=run, name=f"{threading.current_thread().name}:open", daemon=True).start()
-    while True:
-        try:
-            return opened.result(timeout=OPEN_POLL_S)
-        except TimeoutError:
-            if opened.done():  # the open itself timed out (raised here as it is)
-                raise
-            if stop.is_set():
-                opened.add_done_callback(_close_unwanted)  # at once if it has just arrived
-                return None
-
-
-def _close_unwanted(opened: Future[Reader]) -> None:
-    if opened.exception() is None:
-        opened.result().close()
 
 
 class VideoReader(Reader):

@@ -154,14 +154,18 @@ class HttpServer(Server):
         return [self.python, str(HTTP_SERVER), self.mode, "--port", str(self.port), *self.args]
 
 
-def quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event) -> str:
+def quiet_stream(body: bytes, client_closed: threading.Event, done: threading.Event,
+                 requested: threading.Event | None = None) -> str:
     """An HTTP stream on 127.0.0.1 that sends ``body`` and then nothing, keeping the
-    connection open; ``client_closed`` is set when the client closes it."""
+    connection open; ``requested`` is set when the client's request arrives,
+    ``client_closed`` when the client closes the connection."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
         conn, _ = listener.accept()
         conn.recv(4096)
+        if requested is not None:
+            requested.set()
         conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: video/mp2t\r\n\r\n" + body)
         conn.settimeout(0.1)
         while not done.is_set():

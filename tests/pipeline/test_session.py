@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.left_readers import readers_left
+from pipeline.left_readers import Stopped, readers_left
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions
@@ -228,6 +228,37 @@ def test_a_camera_that_went_quiet_is_removed_at_once_and_its_reader_closes_the_s
         while readers_left() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert readers_left() == []
+    finally:
+        done.set()
+        session.close()
+
+
+OPENS_AS_FILE = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {live: false, open_timeout_s: 4}}
+      - {name: session_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+def test_a_stop_while_a_stream_read_as_a_file_opens_returns_at_once_and_starts_nothing(tmp_path: Path) -> None:
+    """``live: false`` opens the stream in add_sources, which waits up to the open timeout
+    inside FFmpeg; a stop (Ctrl-C) must not."""
+    client_closed, done = threading.Event(), threading.Event()
+    url = quiet_stream(b"", client_closed, done)  # answers the request, then sends nothing
+    session = _session(OPENS_AS_FILE, tmp_path)
+    try:
+        threading.Timer(0.5, session.stop).start()
+        t0 = time.monotonic()
+        with pytest.raises(Stopped):
+            session.add_sources([url])
+        assert time.monotonic() - t0 < 1.5
+        assert session.cameras() == [] and session.wait(0.1)
+        assert not client_closed.is_set()  # the open goes on, and gives up at its timeout
+        assert client_closed.wait(6)
+        summary = session.close()
+        assert summary.error is None and [s.processed for s in summary.sources] == [0]
     finally:
         done.set()
         session.close()

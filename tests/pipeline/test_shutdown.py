@@ -9,6 +9,8 @@ Contract checked here (from pipeline/runtime.py, pipeline/camera.py and stages/e
 * ``faces`` runs ``encode`` and then ``metadata`` on the same frame in one
   call chain, so after a clean stop the MP4 holds exactly as many frames as
   the JSONL has records, and both hold the frames ``0..N-1`` without gaps.
+* A signal while a stream opens (``live: false`` opens it before the run starts, waiting
+  up to the open timeout inside FFmpeg) ends the process at once, exit 0, no error.
 * A stage failing with ``on_error: stop`` aborts the run with exit 1 and one
   line on stderr naming that stage; the frames that got through before it are
   in a playable MP4 and in the JSONL.
@@ -21,11 +23,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.live.helpers import quiet_stream
 from tests.media import CLIP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +115,45 @@ def test_signal_stops_a_looping_run_cleanly(cli_env, tmp_path: Path, source: Pat
     assert all(b > a for a, b in zip(times, times[1:])), "timestamps must keep increasing across loops"
     pts = [r["pts_time"] for r in records]
     assert all(b > a for a, b in zip(pts, pts[1:])), "source time keeps increasing across loops"
+
+
+OPENS_AS_FILE = """\
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {live: false, open_timeout_s: 20}}
+      - {name: metadata, type: metadata}
+"""
+
+
+def test_a_signal_while_a_stream_opens_ends_the_run_at_once(tmp_path: Path) -> None:
+    client_closed, done, requested = threading.Event(), threading.Event(), threading.Event()
+    url = quiet_stream(b"", client_closed, done, requested)  # answers the request, then sends nothing
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(OPENS_AS_FILE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "p", "--config", str(config), "--source", url,
+         "--output", str(tmp_path / "out"), "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert requested.wait(START_DEADLINE_S), proc.stderr.read() if proc.poll() is not None else "no request"
+        time.sleep(0.5)  # inside the open (open timeout 20 s)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=STOP_DEADLINE_S)
+        ended = time.monotonic()
+    finally:
+        done.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert ended - signalled < 3.0, f"exited {ended - signalled:.1f} s after the signal"
+    assert "Traceback" not in stderr and "error" not in stderr.lower(), stderr
+    summary = json.loads(stdout)
+    assert summary["stopped_by_signal"] is True and summary["error"] is None
+    assert [s["frames"] for s in summary["sources"]] == [0]
 
 
 FAILING = """\

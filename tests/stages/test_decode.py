@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from stages.decode import Decode
-from stages.sources import Reader, SourceError
-from stages.sources.video import open_unless_stopped
+from stages.sources import SourceError
 from tests.cluster.helpers import make_clip
+from tests.live.helpers import quiet_stream
 
 
 @pytest.fixture(scope="module")
@@ -99,41 +99,24 @@ def test_a_url_of_a_protocol_ffmpeg_lacks_names_the_valid_schemes() -> None:
     source.close()
 
 
-class _Opened(Reader):
-    def __init__(self) -> None:
-        self.closed = threading.Event()
-
-    def close(self) -> None:
-        self.closed.set()
-
-
-def test_a_stop_while_a_stream_opens_returns_at_once_and_the_late_reader_is_closed() -> None:
-    answer, stop, opened = threading.Event(), threading.Event(), _Opened()
-
-    def slow_open() -> Reader:
-        answer.wait(10)
-        return opened
-
-    stop_soon = threading.Timer(0.1, stop.set)
-    stop_soon.start()
-    t0 = time.monotonic()
-    assert open_unless_stopped(slow_open, stop) is None
-    assert time.monotonic() - t0 < 1.0
-    assert not opened.closed.is_set()
-    answer.set()  # the server answers after all: nobody takes the reader, so it is closed
-    assert opened.closed.wait(5)
-
-
-def test_an_open_that_ends_before_a_stop_hands_over_its_reader_or_its_error() -> None:
-    opened = _Opened()
-    assert open_unless_stopped(lambda: opened, threading.Event()) is opened
-    assert not opened.closed.is_set()
-
-    def refused() -> Reader:
-        raise SourceError("cannot open source rtsp://cam: Connection refused")
-
-    with pytest.raises(SourceError, match="Connection refused"):
-        open_unless_stopped(refused, threading.Event())
+def test_a_stop_while_a_live_stream_opens_ends_its_units_at_once(tmp_path: Path) -> None:
+    client_closed, done = threading.Event(), threading.Event()
+    url = quiet_stream(b"", client_closed, done)  # answers the request, then sends nothing
+    source = Decode(uri=url, live=True, open_timeout_s=3)
+    source.open()
+    ended = threading.Event()
+    reader = threading.Thread(target=lambda: (list(source.units()), ended.set()), daemon=True)
+    try:
+        reader.start()
+        time.sleep(0.5)  # inside the open (open timeout 3 s)
+        t0 = time.monotonic()
+        source.stop_event.set()
+        assert ended.wait(2) and time.monotonic() - t0 < 0.5
+        assert not client_closed.is_set()  # the open goes on, out of reach of the stop
+        assert client_closed.wait(6)  # and gives up at its timeout
+    finally:
+        done.set()
+        source.close()
 
 
 def test_frames_outside_the_runtime_are_named_as_the_runtime_names_their_source(clip: Path) -> None:
