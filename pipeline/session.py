@@ -38,17 +38,13 @@ from .left_readers import Stopped, run_unless_stopped
 from .priority import NiceGroup
 from .camera import Camera, one_line_error
 from .run_options import RunOptions, StageFailure
+from .source_info import SourceInfo, source_info
 from .source_names import source_ids
-from .stage import InferStage
 from .stats import LatencyStats, RunSummary, SourceStats
 
 __all__ = ["Session", "SourceInfo"]
 
 log = logging.getLogger("vapipe")
-
-
-class SourceInfo(dict):
-    """Live view of one source (plain dict: ``as JSON``); see :meth:`Session.sources`."""
 
 
 class Session:
@@ -369,23 +365,7 @@ class Session:
 
     def sources(self) -> list[SourceInfo]:
         """Per source (removed ones excluded): id, uri, state, counters read live."""
-        out = []
-        for cam in self.cameras():
-            s = cam.stats
-            finished = id(cam) in self._finished
-            dropped = s.dropped if finished else s.dropped + cam.units.dropped + cam.frames.dropped
-            if self._alive(cam.source_id):
-                state = s.state or "streaming"
-            else:
-                state = "failed" if s.error else "ended"
-            out.append(SourceInfo(
-                id=cam.source_id, uri=cam.uri, state=state, frames=s.processed, decoded=s.decoded, fps=s.fps,
-                dropped=dropped, decode_errors=getattr(cam.source, "decode_errors", s.decode_errors),
-                reconnects=s.reconnects, reason=s.reason, skipped_errors=s.skipped_errors, error=s.error,
-                queue_packets=len(cam.units), queue_frames=len(cam.frames),
-                in_flight={n: st.in_flight for n, st in cam.stages.items() if isinstance(st, InferStage)},
-                latency=s.latency))
-        return out
+        return [source_info(cam, self._alive(cam.source_id), id(cam) in self._finished) for cam in self.cameras()]
 
     def summary(self) -> RunSummary:
         with self._lock:
