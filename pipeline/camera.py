@@ -17,7 +17,7 @@ from .arbiter import LEVELS, SourcePriority
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
-from .left_readers import leave
+from .left_readers import Stopped, leave
 from .priority import NiceGroup
 from .ov_errors import one_line
 from .queues import EMPTY, BoundedQueue, Closed
@@ -147,7 +147,11 @@ class Camera:
 
     # threads -------------------------------------------------------------------------
     def open(self) -> None:
+        """Open every stage in graph order; :class:`Stopped` once reading was halted (a stop
+        while an earlier stage opened: the later ones, e.g. model compiles, are not done)."""
         for name, st in self.stages.items():
+            if self.halt_reading.is_set():
+                raise Stopped(f"source {self.source_id!r} was stopped while it opened")
             try:
                 st.ensure_open()
             except Exception as exc:  # noqa: BLE001

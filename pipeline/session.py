@@ -388,7 +388,7 @@ def _open(cam: Camera) -> Camera:
     try:
         cam.open()
         return cam
-    except StageFailure:
+    except (StageFailure, Stopped):
         cam.close()
         raise
     except Exception as exc:  # noqa: BLE001 - one line naming the source

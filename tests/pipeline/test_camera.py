@@ -1,4 +1,4 @@
-"""Camera: closing its stages when a source ends; the frames a live camera keeps."""
+"""Camera: opening and closing its stages; the frames a live camera keeps."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pipeline.arbiter import SourcePriority
 from pipeline.camera import LIVE_FRAMES, LIVE_FRAMES_URGENT, Camera
 from pipeline.config import parse_config
 from pipeline.graph import build_graph
+from pipeline.left_readers import Stopped
 from pipeline.runtime import RunOptions, run_pipeline
-from pipeline.testing import CollectSink
+from pipeline.testing import CollectSink, ListSource
 
 PIPELINE = """
 pipelines:
@@ -51,3 +52,32 @@ def test_a_high_priority_live_camera_keeps_more_frames_through_a_stall(tmp_path:
                  threading.Event(), {}, lambda msg: None, SourcePriority(level) if level else None)
     assert cam.live and cam.frames.policy == "drop_oldest"
     assert cam.frames.maxsize == kept and LIVE_FRAMES_URGENT > LIVE_FRAMES
+
+
+STOPPED_WHILE_OPENING = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "tests.pipeline.test_camera:StoppedWhileOpening"}
+      - {name: camera_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+class StoppedWhileOpening(ListSource):
+    """A source whose camera is stopped while it opens (as a Ctrl-C during a stream's open)."""
+
+    stop_event: threading.Event | None = None
+
+    def open(self) -> None:
+        super().open()
+        assert self.stop_event is not None
+        self.stop_event.set()
+
+
+def test_a_camera_stopped_while_a_stage_opens_opens_no_further_stage(tmp_path: Path) -> None:
+    graph = build_graph(parse_config(STOPPED_WHILE_OPENING, "t.yaml").get("p"))
+    cam = Camera(graph, "list", "cam", RunOptions(output_dir=tmp_path, handle_signals=False), threading.Event(),
+                 threading.Event(), {}, lambda msg: None)
+    with pytest.raises(Stopped, match="'cam'"):
+        cam.open()
+    assert cam.source._opened and not cam.stages["camera_sink"]._opened
