@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineSpec
+from pipeline.left_readers import Stopped
 
 from .backend import Backend, Handle
 from .logs import thread_prefix
@@ -203,6 +204,8 @@ class InstanceManager:
             handle = inst.handle
         try:
             sid = handle.add_source(uri)
+        except Stopped:  # stopped while the source opened
+            raise Conflict(f"instance {instance_id} was stopped while the source opened") from None
         except RuntimeError as exc:  # the instance ended or is stopping meanwhile
             if type(exc) is not RuntimeError:
                 raise

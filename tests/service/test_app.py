@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+from tests.live.helpers import quiet_stream
 
 from .conftest import SCENE, wait_state
 
@@ -182,3 +187,43 @@ def test_a_camera_that_is_down_says_why_in_its_status(client, tmp_path: Path) ->
     assert source["reason"].startswith("cannot open source rtsp://***@127.0.0.1:"), source  # no password
     assert "secret" not in json.dumps(source)
     client.delete(f"/pipelines/{iid}")
+
+
+def _call(method: str, url: str, body: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_stopping_an_instance_while_a_source_it_adds_opens_answers_both_at_once(live_server) -> None:
+    """``live: false`` opens an added stream in the request; stopping the instance meanwhile
+    neither waits for the open timeout nor starts the camera."""
+    _, iid = _call("POST", f"{live_server.url}/pipelines/scene/1", {
+        "source": {"uri": SCENE, "type": "uri"}, "parameters": {"decode.live": False, "decode.open_timeout_s": 20}})
+    deadline = time.monotonic() + 30
+    while _call("GET", f"{live_server.url}/pipelines/status/{iid}")[1]["state"] != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client_closed, done, requested = threading.Event(), threading.Event(), threading.Event()
+    url = quiet_stream(b"", client_closed, done, requested)  # answers the request, then sends nothing
+    added: list[tuple[int, dict]] = []
+    adder = threading.Thread(target=lambda: added.append(_call("POST", f"{live_server.url}/pipelines/{iid}/sources",
+                                                                 {"uri": url})))
+    try:
+        adder.start()
+        assert requested.wait(30)
+        time.sleep(0.3)  # inside the open (open timeout 20 s)
+        t0 = time.monotonic()
+        status, stopped = _call("DELETE", f"{live_server.url}/pipelines/{iid}")
+        adder.join(10)
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        done.set()
+    assert status == 200 and stopped["state"] in ("COMPLETED", "ABORTED")
+    assert [s["uri"] for s in stopped["sources"]] == [SCENE]  # the added camera never started
+    [(code, answer)] = added
+    assert code == 409 and "stopped while the source opened" in answer["detail"], answer
