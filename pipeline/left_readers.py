@@ -9,10 +9,10 @@ thread, so that a stop returns at once and leaves the open behind.
 
 Tearing the interpreter down under a read still inside FFmpeg can crash it, so:
 
-* the ``vapipe`` command exits at once past such reads (:func:`exit_past_readers`), after
-  its outputs are closed and its streams flushed;
-* a program that embeds the runtime waits at its exit for those reads to end (an ``atexit``
-  hook, at most :data:`LEFT_READER_WAIT_S` per read).
+* the ``vapipe`` command exits at once past such reads and opens (:func:`exit_past_readers`),
+  after its outputs are closed and its streams flushed;
+* a program that embeds the runtime waits at its exit for them to end (an ``atexit`` hook,
+  at most :data:`LEFT_READER_WAIT_S` per thread).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable, TypeVar
 
 __all__ = ["LEFT_READER_WAIT_S", "Stopped", "exit_past_readers", "leave", "readers_left", "run_unless_stopped"]
 
-#: at most this long, at interpreter exit, for each read a stop left behind
+#: at most this long, at interpreter exit, for each read or open a stop left behind
 LEFT_READER_WAIT_S = 60.0
 #: how often a caller waiting for work on a helper thread asks whether it was stopped
 STOP_POLL_S = 0.05
@@ -36,21 +36,21 @@ _LEFT: set[threading.Thread] = set()
 
 
 def leave(thread: threading.Thread) -> None:
-    """Record ``thread``, a reader the stop no longer waits for."""
+    """Record ``thread``, inside a read or an open that the stop no longer waits for."""
     readers_left()  # forgets the ended ones
     _LEFT.add(thread)
 
 
 def readers_left() -> list[threading.Thread]:
-    """Reader threads a stop left inside a read that still run."""
+    """Threads a stop left inside a read or an open that still run."""
     alive = [t for t in list(_LEFT) if t.is_alive()]
     _LEFT.intersection_update(alive)
     return alive
 
 
 def exit_past_readers(code: int) -> int:
-    """``code``, for a command about to exit; if a stop left a reader inside an FFmpeg read,
-    the process exits here at once instead (standard streams and logs flushed first)."""
+    """``code``, for a command about to exit; if a stop left a thread inside an FFmpeg read or
+    open, the process exits here at once instead (standard streams and logs flushed first)."""
     if not readers_left():
         return code
     sys.stdout.flush()

@@ -166,11 +166,9 @@ class Session:
             except BaseException as exc:
                 for cam in opened:
                     cam.close()
-                for cam in cams[len(opened):]:
-                    cam.halt_reading.set()
-                    cam.abort.set()
                 self._removed.extend(cams)  # in the summary with what they counted
                 if isinstance(exc, Stopped):
+                    cams[len(opened)].halt_reading.set()  # its open goes on: no further stage of it opens
                     raise Stopped("the run was stopped while its sources opened") from None
                 raise
             for cam in cams:

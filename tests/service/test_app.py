@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+import httpx
 
 from tests.live.helpers import quiet_stream
 
@@ -189,41 +189,28 @@ def test_a_camera_that_is_down_says_why_in_its_status(client, tmp_path: Path) ->
     client.delete(f"/pipelines/{iid}")
 
 
-def _call(method: str, url: str, body: dict | None = None) -> tuple[int, dict]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def test_stopping_an_instance_while_a_source_it_adds_opens_answers_both_at_once(live_server) -> None:
+def test_stopping_an_instance_while_a_source_it_adds_opens_answers_both_at_once(live_server, tmp_path: Path) -> None:
     """``live: false`` opens an added stream in the request; stopping the instance meanwhile
     neither waits for the open timeout nor starts the camera."""
-    _, iid = _call("POST", f"{live_server.url}/pipelines/scene/1", {
-        "source": {"uri": SCENE, "type": "uri"}, "parameters": {"decode.live": False, "decode.open_timeout_s": 20}})
-    deadline = time.monotonic() + 30
-    while _call("GET", f"{live_server.url}/pipelines/status/{iid}")[1]["state"] != "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    api = httpx.Client(base_url=live_server.url, timeout=60)
+    iid = _start(api, tmp_path, parameters={"decode.live": False, "decode.open_timeout_s": 20})
+    wait_state(api, iid, ("RUNNING",))
     client_closed, done, requested = threading.Event(), threading.Event(), threading.Event()
     url = quiet_stream(b"", client_closed, done, requested)  # answers the request, then sends nothing
-    added: list[tuple[int, dict]] = []
-    adder = threading.Thread(target=lambda: added.append(_call("POST", f"{live_server.url}/pipelines/{iid}/sources",
-                                                                 {"uri": url})))
+    added: list[httpx.Response] = []
+    adder = threading.Thread(target=lambda: added.append(api.post(f"/pipelines/{iid}/sources", json={"uri": url})))
     try:
         adder.start()
         assert requested.wait(30)
         time.sleep(0.3)  # inside the open (open timeout 20 s)
         t0 = time.monotonic()
-        status, stopped = _call("DELETE", f"{live_server.url}/pipelines/{iid}")
+        stopped = api.delete(f"/pipelines/{iid}")
         adder.join(10)
         assert time.monotonic() - t0 < 5.0
     finally:
         done.set()
-    assert status == 200 and stopped["state"] in ("COMPLETED", "ABORTED")
-    assert [s["uri"] for s in stopped["sources"]] == [SCENE]  # the added camera never started
-    [(code, answer)] = added
-    assert code == 409 and "stopped while the source opened" in answer["detail"], answer
+        api.close()
+    assert stopped.status_code == 200 and stopped.json()["state"] in ("COMPLETED", "ABORTED")
+    assert [s["uri"] for s in stopped.json()["sources"]] == [SCENE]  # the added camera never started
+    [answer] = added
+    assert answer.status_code == 409 and "stopped while the source opened" in answer.json()["detail"], answer.text
