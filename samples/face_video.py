@@ -25,13 +25,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blur", action="store_true", help="blur faces instead of drawing boxes")
     args = ap.parse_args(argv)
 
+    try:
+        frames, faces_seen = blur_or_box(args.input, args.output, args.blur)
+    except (OSError, ValueError, RuntimeError) as exc:  # what stages raise for bad input: one line
+        print(f"face_video: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{frames} frames, {faces_seen} faces -> {args.output}")
+    return 0
+
+
+def blur_or_box(uri: str, output: str, blur: bool) -> tuple[int, int]:
+    """Write ``output`` with the faces of ``uri`` boxed or blurred; (frames, faces seen)."""
     faces_seen = frames = 0
-    with Decode(uri=args.input) as source, \
+    with Decode(uri=uri) as source, \
             Detect(model="mediapipe/face_detection_short_range", decoder="blazeface") as detector, \
-            Encode(path=args.output, annotate=not args.blur) as encoder:
+            Encode(path=output, annotate=not blur) as encoder:
         for frame in source.frames():
             frame = detector(frame)
-            if args.blur and len(frame.detections):
+            if blur and len(frame.detections):
                 image = frame.image().copy()  # frame.image() is shared: draw on a copy
                 for x1, y1, x2, y2 in frame.detections.xyxy.astype(int):
                     roi = image[max(0, y1):y2, max(0, x1):x2]
@@ -41,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             encoder(frame)
             frames += 1
             faces_seen += len(frame.detections)
-    print(f"{frames} frames, {faces_seen} faces -> {args.output}")
-    return 0
+    return frames, faces_seen
 
 
 if __name__ == "__main__":

@@ -30,12 +30,18 @@ def main(argv: list[str]) -> int:
         return 1
     for path in jsonls:
         texts: Counter[str] = Counter()
-        frames = 0
+        frames = unreadable = 0
+        source = path.stem
         for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # e.g. the last line of a run killed while it wrote
+                unreadable += 1
+                continue
             if "event" in record:
                 continue
             frames += 1
+            source = record.get("source", source)
             w, h = record["width"], record["height"]
             for obj in record["objects"]:
                 text = obj.get("attributes", {}).get("text")
@@ -43,8 +49,10 @@ def main(argv: list[str]) -> int:
                 inside = x1 > 2 and y1 > 2 and x2 < w - 2 and y2 < h - 2  # not cut by the frame edge
                 if text and inside:
                     texts[text] += 1
-        print(f"\nText read in {frames} frames of {record.get('source', path.stem)} "
+        print(f"\nText read in {frames} frames of {source} "
               f"({len(texts)} distinct lines, most frequent first):")
+        if unreadable:
+            print(f"  ({unreadable} line(s) of {path.name} are not JSON and were skipped)")
         for text, n in texts.most_common(SHOWN):
             print(f"  {n:4d}x  {text}")
         video = path.with_suffix(".mp4")

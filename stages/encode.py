@@ -394,6 +394,8 @@ def _timing(vframe: Any) -> tuple[Any, Any, Any]:
 
 
 def _set_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
-    vframe.pts, vframe.time_base, duration = timing
+    vframe.pts, time_base, duration = timing
+    if time_base is not None:  # PyAV cannot set None back
+        vframe.time_base = time_base
     if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
         vframe.duration = duration

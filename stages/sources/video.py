@@ -224,6 +224,8 @@ class VideoReader(Reader):
                 if f.pts < self._skip_before:
                     continue  # before the start frame (decoded from the keyframe on)
                 self._skip_before = None
+            if f.time_base is None:  # frames drained at the end of the stream carry none
+                f.time_base = self.time_base
             if getattr(f, "is_corrupt", False):
                 # FFmpeg concealed damaged data (corrupt slices, missing references): the frame
                 # is passed on, and counted as a decode error

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 import pytest
@@ -124,3 +125,12 @@ def test_frames_outside_the_runtime_are_named_as_the_runtime_names_their_source(
         assert next(source.frames()).source_id == clip.stem
     with Decode(uri="testsrc://bars?frames=2") as source:
         assert {f.source_id for f in source.frames()} == {"bars"}
+
+
+def test_every_decoder_frame_carries_its_time_base_the_drained_last_ones_too(clip: Path) -> None:
+    with av.open(str(clip)) as container:
+        time_base = container.streams.video[0].time_base
+        count = sum(1 for _ in container.decode(video=0))
+    with Decode(uri=str(clip)) as source:
+        bases = [f.av_frame.time_base for f in source.frames()]
+    assert len(bases) == count and set(bases) == {time_base}

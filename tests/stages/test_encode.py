@@ -334,6 +334,22 @@ def test_decoder_frames_encoded_without_conversion(tmp_path: Path, clip: Path) -
     np.testing.assert_allclose(times(frames), np.array(src_times) - src_times[0], atol=1e-3)
 
 
+def test_the_frames_a_decoder_drains_at_the_end_are_encoded_from_the_decode_stage(tmp_path: Path, clip: Path) -> None:
+    """The last frames of a clip with B-frames come from draining the decoder; passed on
+    unconverted (nothing drawn), they are encoded like every other frame."""
+    from stages.decode import Decode
+
+    with Decode(uri=str(clip)) as source, Encode(path=str(tmp_path / "out.mp4")) as encoder:
+        count = 0
+        for frame in source.frames():
+            encoder(frame)
+            count += 1
+    frames, _ = decode(tmp_path / "out.mp4")
+    with av.open(str(clip)) as c:
+        expected = sum(1 for _ in c.decode(video=0))
+    assert count == len(frames) == expected
+
+
 def test_encoder_with_16_bit_clock(tmp_path: Path) -> None:
     """MPEG-4 part 2 rejects a 90 kHz clock; the stage falls back to one it accepts."""
     stage = make_stage(tmp_path, codec="mpeg4")
