@@ -134,10 +134,11 @@ class TransformedFrame(Frame):
         if not win.exact or any(v % 2 for v in (win.x0, win.y0, win.x1, win.y1)):
             return None
         src = self.source
-        if src.has_image:
+        planes = None if src.has_image else yuv420_planes(src.av_frame)
+        if planes is None:  # a picture made already, or a decoder format other than 4:2:0
             self._turned = (_orient(win.image(src.image()), g),)
         else:
-            self._turned = tuple(_orient(p, g) for p in win.planes(yuv420_planes(src.av_frame)))
+            self._turned = tuple(_orient(p, g) for p in win.planes(planes))
         return self._turned
 
 

@@ -72,7 +72,7 @@ class Stage:
             raise ValueError(f"{kind}: {first_error(exc, self.Params)}") from None
         self.params = params
         self.name = name or type(self).__name__.lower()
-        self.source_id = ""  # set by the runtime for per-camera instances
+        self.source_id = ""  # set by the runtime for per-camera instances; a sink on its own: its first frame's
         self._opened = False
         self._closed = False  # close() ran since the last open
 
@@ -133,6 +133,10 @@ class Stage:
 
     def __call__(self, frame: Frame) -> Frame | None:
         _check_frame(self, frame)
+        if self.kind == "sink" and not self.source_id:
+            # used on its own, a sink is named for the source of its first frame, as the
+            # runtime names a camera's sinks ({source} in paths and topics)
+            self.source_id = frame.source_id
         self.ensure_open(reopen=self.kind != "sink")  # a sink would start its file again
         return self.process(frame)
 

@@ -8,8 +8,9 @@ formatted with
 * ``source``: :func:`safe_name` of the stage's ``source_id``,
 * ``name``: the stage's name.
 
-A path that is the file the stage's source reads (``source_uri``, set by the
-runtime) is refused: writing it would destroy the input while it is read.  A sink
+A path that is a file a source of the process reads (the stage's ``source_uri``, set by
+the runtime, or any file a video source has open: :func:`reading`) is refused: writing it
+would destroy the input while it is read.  A sink
 :func:`claim` s its file while it writes it: two sinks of one process may share a
 file only where both share it by design (JSON Lines of several cameras); an MP4
 and a JSON file, or two MP4s, on one path are refused in one line naming both.
@@ -30,7 +31,7 @@ from pydantic import AfterValidator
 from pipeline.stage import StageError
 
 __all__ = ["PathTemplate", "safe_name", "check_output", "resolve_output", "claim", "release", "owner_name",
-           "DEFAULT_OUTPUT_DIR"]
+           "reading", "done_reading", "DEFAULT_OUTPUT_DIR"]
 
 DEFAULT_OUTPUT_DIR = Path("output")
 _MAX_LEN = 80
@@ -60,32 +61,61 @@ def safe_name(source_id: str) -> str:
     return name or "source"
 
 
-_CLAIMS: dict[str, tuple[str | None, set[str]]] = {}  # real path -> (sharing kind, owners)
+_CLAIMS: dict[str, tuple[str | None, dict[int, str]]] = {}  # real path -> (sharing kind, {id(sink): its name})
 _CLAIMS_LOCK = threading.Lock()
+
+
+_READ: dict[str, int] = {}  # real path of a file video sources read -> how many read it
+
+
+def reading(path: str) -> str:
+    """Note that a source has the local file ``path`` open for reading; sinks refuse to write
+    it until :func:`done_reading` is called with the key returned."""
+    key = os.path.realpath(path)
+    with _CLAIMS_LOCK:
+        _READ[key] = _READ.get(key, 0) + 1
+    return key
+
+
+def done_reading(key: str) -> None:
+    """The source that :func:`reading` returned ``key`` to has closed its file."""
+    with _CLAIMS_LOCK:
+        left = _READ.pop(key, 0) - 1
+        if left > 0:
+            _READ[key] = left
+
+
+def _refuse_an_input(path: Path, stage: Any, source: str = "") -> None:
+    """StageError if ``path`` is the stage's ``source`` or a file a source has open."""
+    local = Path(source[len("file://"):] if source.startswith("file://") else source) if source else None
+    read = (local is not None and path.exists() and local.is_file() and path.samefile(local)) \
+        or os.path.realpath(path) in _READ
+    if read:
+        raise StageError(f"{getattr(stage, 'name', 'stage')}: output {path} is the source being read "
+                         f"({source or path}); write elsewhere (--output, or the stage's path)")
 
 
 def claim(path: Path, stage: Any, shared_as: str | None = None) -> None:
     """Mark ``path`` as written by ``stage``, or raise StageError naming the sink that writes it
-    already.  ``shared_as``: sinks claiming the path with the same value share it (None: the
-    file is the stage's alone)."""
-    owner = owner_name(stage)
+    already, or the source that reads it.  ``shared_as``: sinks claiming the path with the same
+    value share it (None: the file is the stage's alone)."""
+    _refuse_an_input(path, stage)
     key = os.path.realpath(path)
     with _CLAIMS_LOCK:
-        kind, owners = _CLAIMS.get(key, (shared_as, set()))
-        others = owners - {owner}
+        kind, owners = _CLAIMS.get(key, (shared_as, {}))
+        others = sorted(name for sink, name in owners.items() if sink != id(stage))
         if others and (kind is None or kind != shared_as):
-            raise StageError(f"{getattr(stage, 'name', 'stage')}: {path} is already written by {sorted(others)[0]}; "
+            raise StageError(f"{getattr(stage, 'name', 'stage')}: {path} is already written by {others[0]}; "
                              "give each output its own path (e.g. {output}/{source}-{name}.EXT)")
-        _CLAIMS[key] = (kind, owners | {owner})
+        _CLAIMS[key] = (kind, {**owners, id(stage): owner_name(stage)})
 
 
 def release(path: Path, stage: Any) -> None:
     """``stage`` no longer writes ``path``."""
-    owner = owner_name(stage)
     key = os.path.realpath(path)
     with _CLAIMS_LOCK:
-        kind, owners = _CLAIMS.get(key, (None, set()))
-        owners = owners - {owner}
+        kind, owners = _CLAIMS.get(key, (None, {}))
+        owners = {sink: name for sink, name in owners.items() if sink != id(stage)}
         if owners:
             _CLAIMS[key] = (kind, owners)
         else:
@@ -128,11 +158,7 @@ def check_output(template: str, stage: Any) -> Path:
         raise StageError(f"{name}: {exc}") from None
     if path.is_dir():
         raise StageError(f"{name}: output {path} is a folder; give a file name (path: {template!r})")
-    source = str(getattr(stage, "source_uri", "") or "")
-    local = Path(source[len("file://"):] if source.startswith("file://") else source) if source else None
-    if local is not None and path.exists() and local.is_file() and path.samefile(local):
-        raise StageError(f"{name}: output {path} is the source being read ({source}); "
-                         "write elsewhere (--output, or the stage's path)")
+    _refuse_an_input(path, stage, str(getattr(stage, "source_uri", "") or ""))
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -207,22 +207,26 @@ class Decode(SourceStage):
         yield None
 
     def _file_units(self) -> Iterator[Any]:
-        assert self._reader is not None, "open() first"
+        reader = self._reader
+        assert reader is not None, "open() first"
         pace = _Pacer(self.params.realtime)
         while True:
-            for unit in self._reader.units():
-                pace.wait(self._reader.unit_time(unit))
+            for unit in reader.units():
+                if self._reader is not reader:  # closed (and maybe opened again): this pass ends
+                    return
+                pace.wait(reader.unit_time(unit))
                 yield unit
-            if not self.params.loop:
+            if not self.params.loop or self._reader is not reader:
                 return
-            if isinstance(self._reader, VideoReader):
+            if isinstance(reader, VideoReader):
                 # Loop by opening the file again and handing the decoder thread the new
                 # reader: seeking would flush the codec context that thread is using.
-                old, self._reader = self._reader, self._open_video()
-                last = old.last_unit_time()
+                self._reader = self._open_video()
+                last = reader.last_unit_time()
+                reader = self._reader
                 if last is not None:
-                    self._reader.continue_after(last)  # for pacing; the decoder confirms on the switch
-                yield _Switch(self._reader)
+                    reader.continue_after(last)  # for pacing; the decoder confirms on the switch
+                yield _Switch(reader)
             else:
                 yield LOOP  # folders and scenes: the decode step keeps timestamps increasing
 

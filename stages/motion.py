@@ -98,7 +98,7 @@ class Motion(Stage):
         st = self._states.get(frame.source_id)
         t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
         small = self._luma(frame)
-        if st is None:
+        if st is None or st.background.shape != small.shape:  # a new source, or its size changed
             st = self._states[frame.source_id] = _State(small.astype(np.float32), p.calibration_frames)
             self.stats["calibrations"] += 1
         boxes = np.zeros((0, 4), np.float32)

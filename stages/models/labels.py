@@ -61,7 +61,8 @@ def _from_mapping(data: dict[Any, Any], where: str) -> list[str]:
     except (TypeError, ValueError):
         raise LabelsError(f"{where}: mapping keys must be class ids 0..n-1, got {list(data)[:5]!r}") from None
     if sorted(by_id) != list(range(len(by_id))):
-        raise LabelsError(f"{where}: mapping keys must be class ids 0..{len(by_id) - 1}, got {sorted(by_id)[:10]!r}")
+        raise LabelsError(f"{where}: mapping keys must be the class ids 0, 1, ... without a gap (a name for "
+                          f"every class of the model), got {sorted(by_id)[:10]!r}")
     return [by_id[i] for i in range(len(by_id))]
 
 

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 from pipeline.videofile import iso_boxes
 
+from .._paths import done_reading, reading
 from .base import LIVE_SCHEMES, LOOP, Decoded, Reader, SourceError
 from .frame_filter import Deinterlace, FrameFilter
 
@@ -117,6 +118,9 @@ class VideoReader(Reader):
         self._reading = False  # the reader thread is inside a read of the container
         self._closed = False
         self._close_after_read = False  # close() came during that read: the reader thread closes
+        local = uri[len("file://"):] if uri.startswith("file://") else uri
+        # sinks of the process refuse to write the file while it is read
+        self._read_key = reading(local) if fmt is None and "://" not in local else None
 
     def start_at(self, index: int) -> None:
         """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
@@ -261,6 +265,9 @@ class VideoReader(Reader):
         self._close_container()
 
     def _close_container(self) -> None:
+        if self._read_key is not None:
+            done_reading(self._read_key)
+            self._read_key = None
         try:
             self.container.close()
         except Exception:  # noqa: BLE001 - closing a broken container

@@ -136,6 +136,22 @@ def test_turned_views_read_the_pixels_of_a_clip_turned_beforehand(fmt: str, crop
         assert np.array_equal(view.resized(61, 37, out_fmt), ref.resized(61, 37, out_fmt))
 
 
+@pytest.mark.parametrize("fmt", ["yuv444p", "yuv422p", "bgra", "gray"])
+@pytest.mark.parametrize("crop,rotate,flip", [(None, 180, "none"), (None, 90, "none"), (None, 0, "horizontal"),
+                                              ((40, 20, 300, 170), 270, "vertical")])
+def test_turned_views_of_decoder_frames_not_in_4_2_0_read_the_converted_picture_turned(
+        fmt: str, crop, rotate: int, flip: str) -> None:
+    """GIFs (bgra), 4:4:4 and 4:2:2 video have no 4:2:0 planes to turn: the view turns the
+    converted picture, and scales and warps as the same picture turned beforehand."""
+    src = _decoded(fmt)
+    view = Preprocess(crop=list(crop) if crop else None, rotate=rotate, flip=flip)(_frame(src))
+    ref = Frame.from_image(_reference_view(src.to_ndarray(format="bgr24"), crop, rotate, flip), "t", 0)
+    m = np.array([[0.4, 0.0, 3.0], [0.0, 0.4, 5.0]])
+    for out_fmt in ("bgr24", "rgb24"):
+        assert np.array_equal(view.warped(m, 96, 64, out_fmt), ref.warped(m, 96, 64, out_fmt))
+        assert np.array_equal(view.resized(64, 48, out_fmt), ref.resized(64, 48, out_fmt))
+
+
 def test_scaled_view_from_planes_and_from_a_converted_frame() -> None:
     """Scaling (a 1280x720 frame analysed at 640x360 after a crop and a turn), from the
     planes and from a frame whose BGR image exists (the runtime converted it)."""

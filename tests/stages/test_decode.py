@@ -134,3 +134,21 @@ def test_every_decoder_frame_carries_its_time_base_the_drained_last_ones_too(cli
     with Decode(uri=str(clip)) as source:
         bases = [f.av_frame.time_base for f in source.frames()]
     assert len(bases) == count and set(bases) == {time_base}
+
+
+@pytest.mark.parametrize("kind", ["video", "folder", "scene"])
+def test_a_frames_iterator_kept_after_close_ends_and_a_new_one_starts_again(tmp_path: Path, clip: Path,
+                                                                            kind: str) -> None:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(5):
+        cv2.imwrite(str(folder / f"{i}.png"), np.full((8, 8, 3), 40 * i, np.uint8))
+    uri = {"video": str(clip), "folder": str(folder), "scene": "testsrc://bars?frames=5"}[kind]
+    source = Decode(uri=uri)
+    old = source.frames()
+    assert [next(old).seq, next(old).seq] == [0, 1]
+    source.close()
+    assert list(old) == []  # the pass that close() ended, without an error
+    again = source.frames()
+    assert next(again).seq == 0
+    source.close()

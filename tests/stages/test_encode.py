@@ -520,3 +520,42 @@ def test_two_sinks_on_one_path_are_refused_and_the_first_file_kept(tmp_path: Pat
     assert len(decode(first.path)[0]) == 2  # neither the other encoder nor the records touched it
     with other:  # once the first has finished, the path is free
         other(synthetic(0, pts=0))
+
+
+def test_sinks_used_on_their_own_are_named_for_their_frames_source_and_never_share_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the runtime nobody sets a sink's source: the first frame names it, so
+    ``{source}`` gives one file per camera; two sinks of one name given one path clash."""
+    monkeypatch.chdir(tmp_path)
+    door, yard = Encode(), Encode()  # the default path, output/{source}.mp4
+    with door, yard:
+        for i in range(3):
+            door(synthetic(i, pts=i * TICKS_PER_FRAME, source="door"))
+            yard(synthetic(i, pts=i * TICKS_PER_FRAME, source="yard cam"))
+    assert door.path == Path("output/door.mp4") and yard.path == Path("output/yard_cam.mp4")
+    assert len(decode(door.path)[0]) == len(decode(yard.path)[0]) == 3
+    first, second = Encode(path="same.mp4"), Encode(path="same.mp4")
+    with first, second:
+        first(synthetic(0, pts=0, source="door"))
+        with pytest.raises(StageError, match=r"^encode: same\.mp4 is already written by stage 'encode' of "
+                                             r"source 'door'"):
+            second(synthetic(0, pts=0, source="door"))
+        first(synthetic(1, pts=TICKS_PER_FRAME, source="door"))
+    assert len(decode(tmp_path / "same.mp4")[0]) == 2
+
+
+def test_a_sink_never_writes_the_file_a_decode_stage_reads(tmp_path: Path, clip: Path) -> None:
+    from stages.decode import Decode
+    from stages.metadata import Metadata
+
+    source = tmp_path / "in.mp4"
+    source.write_bytes(clip.read_bytes())
+    with Decode(uri=str(source)) as decoder:
+        for sink in (Encode(path=str(source)), Metadata(path=str(source))):
+            with pytest.raises(StageError, match=rf"output {source} is the source being read"):
+                with sink:
+                    sink(next(decoder.frames()))
+    assert len(decode(source)[0]) == len(decode(clip)[0])  # the input is whole
+    with Encode(path=str(source)) as sink:  # once the source closed, the file may be written
+        sink(synthetic(0, pts=0))
+    assert len(decode(source)[0]) == 1

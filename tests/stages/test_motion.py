@@ -72,6 +72,20 @@ def test_a_global_change_recalibrates_instead_of_reporting_motion() -> None:
     assert [f.attrs[(m.name, GATE)] for f in frames[15:21]] == [True] * 4 + [False] * 2
 
 
+def test_a_source_whose_frame_size_changes_calibrates_again_at_the_new_size() -> None:
+    """An image folder of mixed sizes, or a camera switched to another resolution."""
+    with Motion(calibration_frames=3, refresh_s=100.0) as m:
+        frames = [m(yuv_frame(scene(), i)) for i in range(8)]
+        wide = np.ascontiguousarray(scene()[:H // 2])  # another shape (the same one would scale alike)
+        vf = av.VideoFrame.from_ndarray(wide, format="bgr24").reformat(format="yuv420p")
+        frames += [m(Frame("cam", 8 + i, W, H // 2, pts=8 + i, time_base=Fraction(1, 10), av_frame=vf))
+                   for i in range(8)]
+    gates = [f.attrs[(m.name, GATE)] for f in frames]
+    assert m.counters()["calibrations"] == 2
+    assert gates == [True] * 3 + [False] * 5 + [True] * 3 + [False] * 5
+    assert all(len(f.attrs[(m.name, BOXES)]) == 0 for f in frames)
+
+
 @pytest.mark.parametrize("exposure, found", [(100, True), (0, False)])
 def test_in_a_dark_scene_the_threshold_follows_the_light(exposure: int, found: bool) -> None:
     """The moving-square scene at 30 % of the light: the square differs from the background

@@ -29,8 +29,9 @@ def test_bad_label_files_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("[1, 2")
     with pytest.raises(LabelsError, match=r"bad.json: invalid JSON"):
         load_labels(str(tmp_path / "bad.json"))
-    with pytest.raises(LabelsError, match=r"keys must be class ids 0..1"):
-        load_labels({0: "a", 5: "b"})
+    for gapped in ({0: "a", 5: "b"}, {1: "person"}):  # a name for every class, from 0 on
+        with pytest.raises(LabelsError, match=r"keys must be the class ids 0, 1, \.\.\. without a gap .*, got \["):
+            load_labels(gapped)
 
 
 def test_class_names_and_ids() -> None:
