@@ -63,7 +63,9 @@ def _model_runner(probe: ModelProbe) -> tuple[Callable[[], Any], list[int]]:
         import openvino as ov
 
         request = model.compiled.create_infer_request()
-        request.set_input_tensor(ov.Tensor(image, shared_memory=True))
+        # the tensor owns a copy: a tensor sharing ``image`` would read freed memory once this
+        # function returns (a frame-sized input is its own mapping, unmapped when freed)
+        request.set_input_tensor(ov.Tensor(image, shared_memory=False))
         return request.infer, list(model.input_hw)
 
     def run() -> Any:

@@ -50,6 +50,31 @@ def test_a_model_is_timed_on_one_thread_and_bigger_work_costs_more(tmp_path: Pat
     assert big["ms"] > 4 * small["ms"], (small, big)
 
 
+def test_a_model_fed_whole_frames_is_timed_on_an_input_that_outlives_the_set_up(tmp_path: Path) -> None:
+    """Scaled inside the model, a 4K frame is fed whole: its input must stay alive while the
+    runner is used (freed, its own memory mapping is gone and the inference crashed)."""
+    import subprocess
+    import sys
+
+    model = _conv_model(tmp_path / "m.xml", 8)
+    script = f"""
+import gc
+from pathlib import Path
+from pipeline.costs import ModelProbe
+from pipeline.engine import InputSpec
+from pipeline.measure import _model_runner
+spec = InputSpec(host_color="RGB", model_color="RGB", resize_from=(2160, 3840))
+run, fed = _model_runner(ModelProbe("s", Path({str(model)!r}), spec, "CPU", "THROUGHPUT", {{}}))
+gc.collect()
+for _ in range(3):
+    run()
+print(fed)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split() == ["[64,", "64]"]
+
+
 def test_compilations_compared_are_measured_in_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The precision choice compares two compilations: one inference of each in turn, so that a
     slow moment of the host falls on both; both go into the cache, and then come from it."""
