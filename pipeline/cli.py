@@ -167,6 +167,9 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("vapipe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output left (vapipe graph ... | head): as other tools, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141
     except Exception as exc:  # noqa: BLE001 - one line unless --debug
         if args.debug:
             raise

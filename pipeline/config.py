@@ -212,6 +212,7 @@ def _parse_pipeline(name: str, body: Any, path: str, parent_line: int, check_fil
 def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: bool = True) -> None:
     """Check stage types, parameters and (optionally) model files; build-time only."""
     seen: set[str] = set()
+    writers: dict[str, tuple[str, str | None]] = {}  # a sink's path template -> (stage, its sharing)
     for st in spec.stages:
         where = f"{path}:{st.line}: pipeline {spec.name!r} stage {st.name!r}"
         if st.name in seen:
@@ -230,6 +231,7 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
             raise ConfigError(f"{where}: {first_error(exc, cls.Params)}") from None
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        _check_own_file(cls, params, st.name, where, writers)
         if check_files and isinstance(getattr(params, "model", None), str):
             from .models import MODEL_FORMS, UnknownModelError, models_dir, resolve_model
 
@@ -243,6 +245,23 @@ def validate_pipeline(spec: PipelineSpec, path: str = "<string>", check_files: b
             except (OSError, ValueError) as exc:  # e.g. a name too long for the file system
                 raise ConfigError(f"{where}: model {_short(params.model)}: {type(exc).__name__}: "
                                   f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
+
+
+def _check_own_file(cls: Any, params: Any, name: str, where: str,
+                    writers: dict[str, tuple[str, str | None]]) -> None:
+    """ConfigError if a sink's path template is another sink's of the pipeline (every camera's
+    two sinks would write one file) and they do not share files by design."""
+    template = getattr(params, "path", None)
+    if getattr(cls, "kind", "") != "sink" or not isinstance(template, str):
+        return
+    key = template.replace("{name}", name)
+    sharing = cls.file_sharing(params)
+    if key in writers:
+        other, other_sharing = writers[key]
+        if sharing is None or sharing != other_sharing:
+            raise ConfigError(f"{where}: writes the file stage {other!r} writes ({template!r}); give each its own "
+                              "path, e.g. {output}/{source}-{name}.EXT")
+    writers[key] = (name, sharing)
 
 
 #: keys a stage may have in the file (``line`` is recorded by the loader)

@@ -83,6 +83,12 @@ class Stage:
         when the graph is built, before anything opens."""
         return {}
 
+    @classmethod
+    def file_sharing(cls, params: Any) -> str | None:
+        """For a sink writing a file: sinks whose value is equal (and not None) may write one
+        file together (JSON Lines records of several cameras); None: its file is its own."""
+        return None
+
     def counters(self) -> dict[str, Any]:
         """JSON-ready totals for the run summary (e.g. line crossings per label); empty: none."""
         return {}

@@ -37,7 +37,7 @@ from typing import Any, Callable, ClassVar
 import av
 import cv2
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pipeline.frame import OVERLAY, Frame, attr_values
 from pipeline.frame_view import SINK_VIEW_HELP, SinkView, TransformedFrame, sink_picture
@@ -101,6 +101,21 @@ class Encode(Stage):
                 raise ValueError(f"{codec!r} is not a video encoder of this FFmpeg; for example {', '.join(known)} "
                                  "(`ffmpeg -encoders` lists them)")
             return codec
+
+        @model_validator(mode="after")
+        def _a_pixel_format_the_encoder_takes(self) -> "Encode.Params":
+            formats = [f.name for f in (av.codec.Codec(self.codec, "w").video_formats or [])]
+            if not formats:
+                return self
+            if "pix_fmt" not in self.model_fields_set:
+                # the default, unless the encoder wants another: MJPEG full-range 4:2:0 (it refuses
+                # yuv420p without a "strict" option, as FFmpeg's own tool knows), others their first
+                if formats[0] == "yuvj420p" or self.pix_fmt not in formats:
+                    self.pix_fmt = formats[0]
+            elif self.pix_fmt not in formats:
+                raise ValueError(f"pix_fmt {self.pix_fmt!r} is not a format {self.codec!r} encodes; valid: "
+                                 f"{', '.join(formats)}")
+            return self
 
     params: Params
 

@@ -44,7 +44,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from pipeline.frame import Frame
 from pipeline.frame_view import SINK_VIEW_HELP, SinkView, sink_picture
@@ -67,7 +67,7 @@ class Metadata(Stage):
 
     class Params(StageParams):
         path: PathTemplate = Field("{output}/{source}.jsonl", description="output file template: {output}, "
-                                   "{source}, {name}")
+                                   "{source}, {name} (default ending .json with format: json)")
         include_landmarks: bool = Field(False, description="write attributes['landmarks'] points instead of "
                                         "their count")
         flush_every: int = Field(1, ge=1, description="flush after this many frame records")
@@ -81,7 +81,19 @@ class Metadata(Stage):
                                   "(used when the detections carry no class id)")
         append: bool = Field(False, description="add to an existing file instead of replacing it (json-lines)")
 
+        @model_validator(mode="after")
+        def _json_file_for_json(self) -> "Metadata.Params":
+            """A JSON array goes to a .json file unless a path is given: a .jsonl name would
+            send JSON Lines readers to it."""
+            if self.format == "json" and "path" not in self.model_fields_set:
+                self.path = "{output}/{source}.json"
+            return self
+
     params: Params
+
+    @classmethod
+    def file_sharing(cls, params: Any) -> str | None:
+        return f"metadata {params.format}"  # records of one format share a file; others may not join
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -137,7 +149,7 @@ class Metadata(Stage):
                 return
             self.path = resolve_output(self.params.path, self)
             # records of several cameras (or stages) may share a file of one format; nothing else may
-            claim(self.path, self, shared_as=f"metadata {self.params.format}")
+            claim(self.path, self, shared_as=self.file_sharing(self.params))
             # Truncate once per open(); later re-opens (writes after close) append.
             try:
                 self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)

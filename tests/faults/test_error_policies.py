@@ -135,13 +135,14 @@ def test_stop_ends_the_run_with_one_line_and_finalised_outputs(env, tmp_path: Pa
 
 
 def test_stop_is_the_default_for_builtin_stages(env, tmp_path: Path, clip: Path) -> None:
-    """A built-in stage that fails (the encoder, here with a pixel format x264 cannot write) stops the run."""
+    """A built-in stage that fails (the encoder, here MJPEG with the limited-range format it lists
+    but does not open with) stops the run."""
     config = tmp_path / "bad-codec.yaml"
     config.write_text(PIPELINE.format(every=EVERY, stage="pipeline.testing:Fail", params="{every: 1000}",
-                                      policy="skip").replace("{preset: ultrafast}", "{pix_fmt: rgb48le}"),
+                                      policy="skip").replace("{preset: ultrafast}", "{codec: mjpeg, pix_fmt: yuv420p}"),
                       encoding="utf-8")
     proc = vapipe(env, "run", "flaky", "--config", config, "--source", clip, "--output", tmp_path / "out",
                   "--max-frames", "20", "--no-progress")
     line = one_error_line(proc)
-    assert "'encode'" in line and "'cam1'" in line and "cannot set up 'libx264' (rgb48le" in line
+    assert "'encode'" in line and "'cam1'" in line and "cannot set up 'mjpeg' (yuv420p" in line
     assert not (tmp_path / "out" / "cam1.mp4").exists()  # nothing playable was written: no file

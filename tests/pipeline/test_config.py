@@ -41,6 +41,35 @@ def test_unknown_parameter_is_an_error_naming_it_and_valid_ones() -> None:
     assert "unknown parameter 'cont'" in str(err.value) and "count" in str(err.value)
 
 
+SINKS = """
+pipelines:
+  p:
+    stages:
+      - {{name: src, type: "pipeline.testing:ListSource"}}
+      - {{name: a, {a}}}
+      - {{name: b, {b}}}
+"""
+JSONL = 'type: metadata, params: {path: "o/x.jsonl"}'
+
+
+@pytest.mark.parametrize(("a", "b", "clash"), [
+    ("type: encode", "type: encode", True),                       # both {output}/{source}.mp4
+    (JSONL, 'type: metadata, params: {path: "o/x.jsonl", format: json}', True),  # lines and an array
+    ('type: encode, params: {path: "{output}/{name}.mp4"}',) * 2 + (False,),      # {name}: two files
+    (JSONL, JSONL, False),                                         # JSON Lines records share a file
+    ("type: metadata", "type: metadata, params: {format: json}", False),          # .jsonl and .json
+])
+def test_two_sinks_of_a_pipeline_writing_one_file_are_refused_when_the_file_is_read(a: str, b: str,
+                                                                                   clash: bool) -> None:
+    text = SINKS.format(a=a, b=b)
+    if clash:
+        with pytest.raises(ConfigError, match=r"^t\.yaml:7: pipeline 'p' stage 'b': writes the file stage 'a' "
+                                              r"writes \('.*'\); give each its own path"):
+            parse_config(text, "t.yaml")
+    else:
+        parse_config(text, "t.yaml")
+
+
 def test_on_key_stays_a_string_not_a_yaml11_boolean() -> None:
     cfg = parse_config("pipelines:\n  p:\n    stages:\n      - {name: s, type: 'pipeline.testing:ListSource', "
                        "params: {uri: on}}\n", "t.yaml")

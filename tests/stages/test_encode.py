@@ -559,3 +559,18 @@ def test_a_sink_never_writes_the_file_a_decode_stage_reads(tmp_path: Path, clip:
     with Encode(path=str(source)) as sink:  # once the source closed, the file may be written
         sink(synthetic(0, pts=0))
     assert len(decode(source)[0]) == 1
+
+
+def test_an_encoder_gets_a_pixel_format_it_takes_and_a_wrong_one_is_named_with_the_valid(tmp_path: Path) -> None:
+    """MJPEG refuses the default yuv420p (limited range) unless told to be lax: it gets its own
+    full-range format, as FFmpeg's tool picks it; a format the encoder lacks fails at once."""
+    stage = make_stage(tmp_path, path="{output}/m.mkv", codec="mjpeg")
+    assert stage.params.pix_fmt == "yuvj420p"
+    with stage:
+        for i in range(3):
+            stage(synthetic(i, pts=i * TICKS_PER_FRAME))
+    frames, info = decode(stage.path)
+    assert len(frames) == 3 and frames[0].format.name == "yuvj420p"
+    assert Encode(codec="mpeg4").params.pix_fmt == "yuv420p"
+    with pytest.raises(ValueError, match=r"pix_fmt 'yuv444p' is not a format 'mpeg4' encodes; valid: yuv420p$"):
+        Encode(codec="mpeg4", pix_fmt="yuv444p")

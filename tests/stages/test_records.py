@@ -87,3 +87,17 @@ def test_fields_of_several_stages_are_merged_and_the_fixed_ones_win() -> None:
     rec = vapipe_record(f)
     assert rec["seq"] == 3 and rec["note"] == "x"
     assert rec["occupancy"] == {"hall": {"person": 1}, "desk": {"person": 2}}  # the first stage's on a clash
+
+
+def test_a_json_array_goes_to_a_json_file_unless_a_path_is_given(tmp_path: Path) -> None:
+    """A .jsonl name would send JSON Lines readers to an array."""
+    written = {}
+    for fmt, path in (("json", None), ("json-lines", None), ("json", "{output}/{source}-all.jsonl")):
+        sink = Metadata(format=fmt, **({"path": path} if path else {}))
+        sink.output_dir = tmp_path
+        with sink:
+            sink(_frame(Detections()))
+        written[(fmt, path)] = sink.path.name
+    assert written == {("json", None): "cam.json", ("json-lines", None): "cam.jsonl",
+                       ("json", "{output}/{source}-all.jsonl"): "cam-all.jsonl"}
+    assert json.loads((tmp_path / "cam.json").read_text())[0]["source"] == "cam"
