@@ -315,7 +315,11 @@ def _field_path(loc: tuple[Any, ...]) -> list[Any]:
 def _checked_source(guard: Guard, uri: str, field: str) -> str:
     path_or_uri = guard.source_uri(uri, field)
     if path_or_uri.startswith("/") and not path_or_uri.startswith("/dev/video"):
-        if not Path(path_or_uri).exists():
+        try:
+            found = Path(path_or_uri).exists()
+        except OSError as exc:  # e.g. a name too long for the file system
+            raise ValueError(f"{field} {uri!r}: {exc.strerror or exc}") from None
+        if not found:
             raise ValueError(f"{field}: no such file {uri!r}")
     return path_or_uri
 
@@ -329,9 +333,15 @@ def _start(catalog: Catalog, manager: InstanceManager, guard: Guard, name: str, 
     instance_id = manager.new_id()
     built = catalog.build(spec, body.parameters, {"metadata": dest} if dest else None, body.tags, instance_id)
     if dest and dest["type"] == "file":
-        path = guard.destination_path(str(dest["path"]))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)  # clients open it to follow the results as soon as the instance runs
+        raw = str(dest["path"])
+        path = guard.destination_path(raw)
+        if uri.startswith("/") and Path(uri) == path:
+            raise ValueError(f"destination.metadata.path {raw!r} is the source being read; write elsewhere")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(exist_ok=True)  # clients open it to follow the results as soon as the instance runs
+        except OSError as exc:  # a file in the way of its folder, a name too long, ...
+            raise ValueError(f"destination.metadata.path {raw!r}: cannot create it: {exc.strerror or exc}") from None
     request = body.model_dump(mode="json", by_alias=True, exclude_none=True)
     request["source"][("uri" if body.source.type == "uri" else "device")] = redact(body.source.location)
     request["pipeline"] = {"name": name, "version": version}

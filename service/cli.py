@@ -138,15 +138,21 @@ def build_server(app: Any, host: str, port: int) -> Any:
                                  timeout_graceful_shutdown=5))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def configure_logging(debug: bool) -> None:
+    """The server's log: INFO (DEBUG with ``--debug``), each line tagged with the instance it
+    comes from, passwords redacted.  Replaces what ``vapipe`` set up before it handed over."""
     from .logs import FORMAT, InstanceTag
     from .security import RedactingFilter
 
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format=FORMAT)
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=FORMAT, force=True)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())  # passwords in camera URLs never reach a log
         handler.addFilter(InstanceTag())  # which instance a line comes from
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.debug)
     if importlib.util.find_spec("uvicorn") is None:  # used by build_server
         print("vapipe: error: vapipe serve needs the serve extra: pip install 'vapipe[serve]'", file=sys.stderr)
         return 2

@@ -35,6 +35,13 @@ class Forbidden(ValueError):
     """A request names something outside what the server allows (HTTP 403)."""
 
 
+def _json_or_empty(path: Path) -> bool:
+    """Whether ``path`` is empty or starts (past white space) as a JSON array or object does."""
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    return not head or head[:1] in (b"[", b"{")
+
+
 class Guard:
     def __init__(self, allow_dirs: Iterable[str | Path] = (), allow_user_stages: bool = False,
                  token: str | None = None) -> None:
@@ -95,9 +102,17 @@ class Guard:
                         f"{', '.join(s + '://' for s in STREAM_SCHEMES)}, testsrc://, /dev/videoN")
 
     def destination_path(self, raw: str, what: str = "destination.metadata.path") -> Path:
+        """The file results go to: allowed, not a directory, and new, empty or JSON already (an
+        existing file of another kind, a video say, is never written over or appended to)."""
         path = self.allowed_path(raw, what)
-        if path.is_dir():
-            raise ValueError(f"{what} {raw!r} is a directory")
+        try:
+            if path.is_dir():
+                raise ValueError(f"{what} {raw!r} is a directory")
+            if path.is_file() and not _json_or_empty(path):
+                raise ValueError(f"{what} {raw!r} exists and is not a JSON file; give a new file (e.g. .jsonl) "
+                                 "or one that holds results already")
+        except OSError as exc:
+            raise ValueError(f"{what} {raw!r}: {exc.strerror or exc}") from None
         return path
 
     # parameters ---------------------------------------------------------------------------------

@@ -59,6 +59,18 @@ def parse_host(host: str, default_port: int = 1883) -> tuple[str, int]:
     return name, port
 
 
+def fill_topic(template: str, instance: str, source: str, name: str) -> str:
+    """``template`` with its fields filled; wildcard characters of the values (a file named
+    ``cam+1.mp4``) become ``_``.  ValueError naming the valid fields for a bad template."""
+    clean = {k: v.replace("+", "_").replace("#", "_") for k, v in
+             (("instance", instance), ("source", source), ("name", name))}
+    try:
+        return template.format(**clean)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"bad topic template {template!r} ({exc!r}); valid fields: {{instance}}, {{source}}, "
+                         "{name}") from None
+
+
 class Mqtt(Stage):
     """Publishes each frame's record (and events) to ``topic`` on an MQTT broker."""
 
@@ -88,28 +100,46 @@ class Mqtt(Stage):
             parse_host(value)
             return value
 
+        @field_validator("topic", "availability_topic")
+        @classmethod
+        def _a_topic_to_publish_to(cls, template: str) -> str:
+            """A template that fills (its fields known) and names one topic: MQTT's wildcards
+            ``+`` and ``#`` are for subscribing, a publish to them is refused."""
+            topic = fill_topic(template, "i", "s", "n")
+            if "+" in topic or "#" in topic or not topic:
+                raise ValueError(f"topic {template!r} is not one a message can be published to (empty, or with "
+                                 "the wildcards + or #)")
+            return template
+
     params: Params
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.publisher: Publisher | None = None
-        self.topic = ""
+        self._topic: tuple[str, str] | None = None  # (source id, the topic filled for it)
 
     @property
     def instance(self) -> str:
         return self.params.instance or f"vapipe-{os.getpid()}"
 
+    @property
+    def topic(self) -> str:
+        """The topic records go to, for the source this sink serves (used on its own, the
+        source of its first frame)."""
+        if self._topic is None or self._topic[0] != self.source_id:
+            self._topic = (self.source_id, self._fill(self.params.topic))
+        return self._topic[1]
+
     def _fill(self, template: str) -> str:
         try:
-            return template.format(instance=self.instance, source=self.source_id or "source", name=self.name)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise StageError(f"{self.name}: bad topic template {template!r} ({exc!r}); valid fields: "
-                             "{instance}, {source}, {name}") from None
+            return fill_topic(template, self.instance, self.source_id or "source", self.name)
+        except ValueError as exc:
+            raise StageError(f"{self.name}: {exc}") from None
 
     def open(self) -> None:
         self.close()
         p = self.params
-        self.topic = self._fill(p.topic)
+        self._fill(p.topic)  # a bad template fails here, on open
         host, port = parse_host(p.host)
         self.publisher = Publisher.acquire(host, port, p.client_id or f"vapipe-{self.instance}",
                                            self._fill(p.availability_topic), p)
@@ -242,7 +272,14 @@ class Publisher:
                 if self._closing and not (self._buf and self._connected):
                     return
                 topic, payload, qos = self._buf[0]
-            info = self.client.publish(topic, payload, qos=qos)
+            try:
+                info = self.client.publish(topic, payload, qos=qos)
+            except ValueError as exc:  # a topic the client refuses: drop that message, keep sending
+                with self._cond:
+                    self._buf.popleft()
+                    self.dropped += 1
+                log.warning("MQTT: message to %r dropped: %s", topic, exc)
+                continue
             with self._cond:
                 if info.rc == mqtt.MQTT_ERR_SUCCESS:
                     self._buf.popleft()

@@ -165,6 +165,10 @@ def test_malformed_bodies_and_uris_name_the_field(client, tmp_path: Path) -> Non
     host = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
         "metadata": {"type": "mqtt", "host": "h:abc", "topic": "t"}}})
     assert detail(host, 400).startswith("destination.metadata.host: ")
+    for bad in ("qa/+/cams", "qa/#", "a/{bad"):  # wildcards are for subscribing; a template that cannot fill
+        r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
+            "metadata": {"type": "mqtt", "host": "h:1", "topic": bad}}})
+        assert detail(r, 400).startswith("destination.metadata.topic: ") and repr(bad) in r.json()["detail"]
     for uri in ("http://[::1", "rtsp://cam:abc/x"):
         r = client.post("/pipelines/scene/1", json={"source": {"uri": uri, "type": "uri"}})
         assert detail(r, 400).startswith(f"source.uri {uri!r}: "), r.json()

@@ -60,3 +60,28 @@ def test_two_instances_with_cameras_of_one_name_are_told_apart(client) -> None:
         logger.removeHandler(handler)
     assert all(t.name.split("|")[0] not in ids for t in threading.enumerate() if t.is_alive()
                and t.name.endswith(":read")), "a stopped instance's camera thread is still running"
+
+
+def test_the_server_log_replaces_the_command_lines_and_tags_instances() -> None:
+    """``vapipe serve`` starts as ``vapipe``, which set up a WARNING log of its own first: the
+    server's INFO lines and instance tags must still come out."""
+    from service.cli import configure_logging
+    from service.security import RedactingFilter
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        root.handlers = []
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # the core's
+        configure_logging(debug=False)
+        assert root.level == logging.INFO and len(root.handlers) == 1
+        handler = root.handlers[0]
+        assert handler.formatter._fmt == FORMAT
+        assert {type(f) for f in handler.filters} >= {InstanceTag, RedactingFilter}
+        configure_logging(debug=True)
+        assert root.level == logging.DEBUG
+    finally:
+        for h in root.handlers:
+            h.close()
+        root.handlers, level = saved
+        root.setLevel(level)

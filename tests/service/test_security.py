@@ -39,6 +39,35 @@ def test_destinations_outside_are_refused_and_nothing_is_created(client, tmp_pat
     assert not Path(os.path.realpath(target)).exists() and not any(outside.iterdir())
 
 
+def test_a_destination_never_writes_over_a_file_that_is_not_json(client, tmp_path: Path) -> None:
+    """Inside --allow-dir too: a video (or any other file) is not a place for results."""
+    video = tmp_path / "recording.mp4"
+    video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(1000))
+    for fmt in ("json", "json-lines"):
+        r = _post(client, destination={"metadata": {"type": "file", "path": str(video), "format": fmt}})
+        assert r.status_code == 400 and "exists and is not a JSON file" in r.json()["detail"], r.text
+    assert video.read_bytes()[4:8] == b"ftyp" and video.stat().st_size == 1012
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text('{"seq": 0}\n')  # results already: may be appended to
+    r = _post(client, destination={"metadata": {"type": "file", "path": str(kept), "format": "json-lines"}})
+    assert r.status_code == 200, r.text
+    assert client.get("/pipelines/status").json()[0]["id"] == r.json()
+
+
+@pytest.mark.parametrize("case", ["file as folder", "long destination", "long source"])
+def test_paths_the_file_system_refuses_are_a_400_naming_the_field(client, tmp_path: Path, case: str) -> None:
+    (tmp_path / "a-file").write_text("x")
+    long = "a" * 300
+    body = {"file as folder": {"destination": {"metadata": {"type": "file", "path": f"{tmp_path}/a-file/x.jsonl"}}},
+            "long destination": {"destination": {"metadata": {"type": "file", "path": f"{tmp_path}/{long}.jsonl"}}},
+            "long source": {"source": {"uri": f"{tmp_path}/{long}.mp4", "type": "uri"}}}[case]
+    r = _post(client, **body)
+    assert r.status_code == 400, r.text
+    field = "source.uri" if case == "long source" else "destination.metadata.path"
+    assert r.json()["detail"].startswith(field), r.text
+    assert client.get("/pipelines/status").json() == []
+
+
 @pytest.mark.parametrize("key, value", [("metadata.path", "/tmp/x.jsonl"), ("decode.uri", "/etc/hostname"),
                                         ("metadata.output_dir", "/tmp")])
 def test_file_parameters_cannot_be_set(client, key: str, value: str) -> None:

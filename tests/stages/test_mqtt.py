@@ -157,6 +157,30 @@ def test_events_and_dlstreamer_shape(broker: Broker) -> None:
         sub.close()
 
 
+def test_a_source_named_with_a_wildcard_publishes_and_a_refused_message_does_not_stop_the_rest(
+        broker: Broker) -> None:
+    """MQTT's + and # are for subscribing: in a source's name (a file cam+1.mp4) they become _;
+    a message the client refuses anyway is dropped and counted, and the next ones go out."""
+    from stages.mqtt import Mqtt
+
+    sub = Subscriber(broker.port, ["w/#"])
+    try:
+        sink = Mqtt(host=f"127.0.0.1:{broker.port}", topic="w/{source}", qos=1, instance="wild")
+        with sink:
+            sink(Frame.from_image(np.zeros((10, 10, 3), np.uint8), "cam+1", 0))
+            sink.publisher.offer("w/bad/#", "{}", 1)  # as if such a topic had slipped through
+            sink(Frame.from_image(np.zeros((10, 10, 3), np.uint8), "cam+1", 1))
+            publisher = sink.publisher
+        counters = publisher.counters()  # closing waited for the messages to go out
+        deadline = time.monotonic() + 5
+        while len(sub.payloads("w/cam_1")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [json.loads(p)["seq"] for p in sub.payloads("w/cam_1")] == [0, 1]
+        assert counters["dropped"] == 1
+    finally:
+        sub.close()
+
+
 def test_broker_restart_resumes_publishing_and_counts_losses(broker: Broker, tmp_path: Path) -> None:
     sub = Subscriber(broker.port, ["t/#"])
     count, ms = 400, 20  # 8 s at 50 frames/s
