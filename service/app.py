@@ -156,7 +156,7 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         app.add_exception_handler(exc_type, handler)
 
     # service ------------------------------------------------------------------------------------------
-    @app.get("/healthz", tags=["service"])
+    @app.api_route("/healthz", methods=["GET", "HEAD"], tags=["service"])  # load balancers probe with HEAD
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -266,6 +266,8 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
         inst = manager.get(instance_id)
         if inst.handle is None:
             raise InstanceNotFound(f"instance {instance_id} has no running source {source_id!r}")
+        if inst.handle.finished():  # nothing will come: say so rather than send an empty stream
+            raise Conflict(f"instance {instance_id} has ended ({inst.state}); no live pictures")
         try:
             watch = inst.handle.watch(source_id)
         except KeyError:

@@ -90,10 +90,14 @@ class LiveView:
         if not self._watchers.get(source_id):
             return
         now = time.monotonic()
-        if now < self._next_at.get(source_id, 0.0):
+        period = 1.0 / self.fps
+        due = self._next_at.get(source_id, 0.0)
+        if now < due - period / 4:  # a frame a little early is taken: frames come with jitter
             return
         with self._cond:
-            self._next_at[source_id] = now + 1.0 / self.fps
+            # on a grid of the period, so that a camera at twice the cap gives the cap, not a third
+            # of its rate; after a pause (or at the first frame) the grid starts again from now
+            self._next_at[source_id] = (due if now - due < period else now) + period
             self._pending[source_id] = frame
             self._cond.notify_all()
 

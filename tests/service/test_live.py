@@ -84,6 +84,8 @@ def test_mjpeg_only_while_watched_and_departure_noticed(live_server) -> None:
     print(f"viewer departure noticed after {noticed:.2f} s")
     assert httpx.get(f"{base}/live/{iid}/nope").status_code == 404
     httpx.delete(f"{base}/pipelines/{iid}", timeout=30)
+    ended = httpx.get(f"{base}/live/{iid}/{sid}", timeout=10)  # an empty stream would look like a hang
+    assert ended.status_code == 409 and "has ended (ABORTED)" in ended.json()["detail"], ended.text
 
 
 def test_shutdown_ends_open_live_views_at_once(tmp_path) -> None:
@@ -125,3 +127,28 @@ def test_shutdown_ends_open_live_views_at_once(tmp_path) -> None:
         server.should_exit = True
         thread.join(timeout=15)
         manager.close()
+
+
+def test_the_view_keeps_its_rate_cap_for_cameras_with_jitter(monkeypatch) -> None:
+    """A 10 fps camera under a 5 fps cap gives 5 pictures a second, not one frame in three
+    (frames a little before their due time are taken); a 25 fps one gives 5, a 3 fps one all."""
+    import random
+
+    from pipeline.frame import Frame
+    from service import live as live_module
+
+    image = np.zeros((8, 8, 3), np.uint8)
+    for camera_fps, expected in ((10.0, 5), (25.0, 5), (3.0, 3)):
+        view = live_module.LiveView(fps=5.0)
+        view._watchers["cam"] = [object()]  # watched
+        taken = []
+        rng = random.Random(0)
+        for i in range(int(camera_fps * 20)):  # 20 s of frames, each up to 5 ms early or late
+            t = i / camera_fps + rng.uniform(-0.005, 0.005)
+            monkeypatch.setattr(live_module.time, "monotonic", lambda t=t: 1000.0 + t)
+            view._pending.pop("cam", None)
+            view.tap("cam", Frame.from_image(image, "cam", i))
+            if "cam" in view._pending:
+                taken.append(t)
+        rate = len(taken) / 20.0
+        assert abs(rate - expected) <= 0.15, (camera_fps, rate)

@@ -89,6 +89,7 @@ def test_token_is_required_on_every_route_but_healthz(make_client, tmp_path: Pat
     token_file.write_text("s3cret-token-0123456789\n")
     client, _ = make_client(token_file=token_file)
     assert client.get("/healthz").status_code == 200
+    assert client.head("/healthz").status_code == 200  # load balancers probe with HEAD
     for path in ("/", "/pipelines", "/pipelines/status", "/metrics", "/openapi.json"):
         r = client.get(path)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
