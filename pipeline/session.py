@@ -135,6 +135,14 @@ class Session:
             self._restore_global = apply_global(self.plan)
         return self._overrides
 
+    def _plan_without_failed(self) -> None:
+        """After sources failed to open: the plan for the cameras that run (the revised one
+        counted the failed ones, and would stay a camera or more too large)."""
+        try:
+            self._revise_plan([])
+        except Exception as exc:  # noqa: BLE001 - the add's own error is the one to report
+            log.warning("could not plan again without the sources that failed to open: %s", exc)
+
     # sources ---------------------------------------------------------------------------
     def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,
                     ids: list[str] | None = None, own: list[dict[str, dict[str, Any]]] | None = None) -> list[str]:
@@ -167,6 +175,8 @@ class Session:
                 for cam in opened:
                     cam.close()
                 self._removed.extend(cams)  # in the summary with what they counted
+                if not isinstance(exc, Stopped):  # (a stop ends the run: no plan to mend)
+                    self._plan_without_failed()
                 if isinstance(exc, Stopped):
                     cams[len(opened)].halt_reading.set()  # its open goes on: no further stage of it opens
                     raise Stopped("the run was stopped while its sources opened") from None

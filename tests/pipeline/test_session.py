@@ -102,10 +102,12 @@ def test_a_source_that_cannot_open_is_refused_alone(tmp_path: Path) -> None:
     session = _session(PACED, tmp_path)
     try:
         [a] = session.add_sources(["testsrc://bars?width=96&height=64"])
+        planned = session.plan.sources
         with pytest.raises(Exception, match="missing.mp4"):
             session.add_source(str(tmp_path / "missing.mp4"))
         time.sleep(0.3)
         assert [s["id"] for s in session.sources()] == [a] and session.sources()[0]["state"] == "streaming"
+        assert session.plan.sources == planned == 1  # the failed camera is not planned for
     finally:
         assert session.close().error is None
 
