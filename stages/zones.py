@@ -155,17 +155,18 @@ class Zones(Stage):
         super().__init__(*args, **kwargs)
         self.source_fps: float | None = None  # set by the runtime
         self._sources: dict[str, _Source] = {}
-        self._labels_seen: LabelWatch | None = None
+        self._labels_seen: list[LabelWatch] = []  # one per zone or line with labels
 
     def open(self) -> None:
         self._sources = {}
-        wanted = sorted({lb for spec in (*self.params.zones.values(), *self.params.lines.values())
-                         for lb in (spec.labels or ())})
-        self._labels_seen = LabelWatch(self.name, "labels", wanted) if wanted else None
+        # each zone and line on its own: a misspelt label in one is not hidden by another's match
+        self._labels_seen = [LabelWatch(self.name, f"{kind}.{name}.labels", list(spec.labels))
+                             for kind, specs in (("zones", self.params.zones), ("lines", self.params.lines))
+                             for name, spec in specs.items() if spec.labels]
 
     def close(self) -> None:
-        if getattr(self, "_labels_seen", None) is not None:
-            self._labels_seen.warn_if_unmatched()
+        for watch in getattr(self, "_labels_seen", []):
+            watch.warn_if_unmatched()
 
     def process(self, frame: Frame) -> Frame:
         src = self._sources.get(frame.source_id)
@@ -174,9 +175,11 @@ class Zones(Stage):
         elif src.size != (frame.width, frame.height):
             src.set_size(frame.width, frame.height)
         t = frame.pts_time if frame.pts_time is not None else frame.seq / float(self.source_fps or DEFAULT_FPS)
-        if self._labels_seen is not None and not self._labels_seen.matched:  # until one object matches
+        waiting = [w for w in self._labels_seen if not w.matched]  # until one object matches each
+        if waiting:
             tracked = frame.detections.label[frame.detections.track_id >= 0]
-            self._labels_seen.see(tracked, sum(1 for lb in tracked if lb in self._labels_seen.wanted))
+            for watch in waiting:
+                watch.see(tracked, sum(1 for lb in tracked if lb in watch.wanted))
         events = src.update(frame, t)
         for ended in attr_values(frame, TRACKS_ENDED):
             events += src.end_tracks(ended, frame, t)

@@ -150,12 +150,15 @@ def test_line_label_filter_and_pixel_units() -> None:
 
 
 def test_a_label_filter_that_matches_nothing_says_which_labels_came(caplog: pytest.LogCaptureFixture) -> None:
-    lines = {"door": {"points": [[100, 150], [300, 150]], "labels": ["persn"]}}
+    """Each line and zone on its own: another's match does not hide a misspelt label."""
+    lines = {"door": {"points": [[100, 150], [300, 150]], "labels": ["persn"]},
+             "gate": {"points": [[100, 170], [300, 170]], "labels": ["person"]}}
     with caplog.at_level("WARNING", logger="vapipe"):
         with Zones(lines=lines, units="px", min_frames=2, name="counting") as z:
             events, _ = run(z, {4: path([(180, y) for y in range(100, 220, 10)])}, labels={4: "person"})
-    assert events == [] and [r.getMessage() for r in caplog.records] == [
-        "stage 'counting': no object labelled 'persn' reached it (labels: ['persn']); objects that did: person"]
+    assert crossings(events) == [(4, "in")] and [r.getMessage() for r in caplog.records] == [
+        "stage 'counting': no object labelled 'persn' reached it (lines.door.labels: ['persn']); objects that "
+        "did: person"]
 
 
 SQUARE = {"room": {"points": [[0.25, 0.25], [0.75, 0.25], [0.75, 0.75], [0.25, 0.75]]}}
