@@ -196,11 +196,12 @@ class LocalBackend:
 
 def publisher_counters(cameras: Iterable[Any]) -> list[dict[str, int]]:
     """Counters (sent, dropped, connected) of every MQTT publisher the stages of ``cameras`` (a
-    session's) use, each publisher once (cameras may share one)."""
+    session's) use or last used (final once they closed), each publisher once (cameras may
+    share one)."""
     seen: dict[int, dict[str, int]] = {}
     for cam in cameras:
         for st in cam.stages.values():
-            pub = getattr(st, "publisher", None)
+            pub = getattr(st, "publisher", None) or getattr(st, "last_publisher", None)
             if pub is not None and id(pub) not in seen:
                 seen[id(pub)] = pub.counters()
     return list(seen.values())

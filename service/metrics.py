@@ -3,7 +3,9 @@
 Labels are bounded: ``instance`` (ids of the instances the server keeps, at most
 ``keep_finished`` stopped ones), ``pipeline``, ``source`` (source ids, no
 credentials), ``stage`` (stage names of the pipeline), ``queue``, ``state``.
-Units are seconds; counters end in ``_total``.
+Units are seconds; counters end in ``_total``.  Once an instance has ended, its counters keep
+their final values (MQTT messages the close could not send count as dropped) and its gauges
+(rate, queues, requests in flight) read 0.
 
 With ``vapipe serve --cluster`` the same families cover every camera on the cluster
 (gathered by this process from the actors), sources may also be ``pending``,
@@ -93,6 +95,7 @@ class VapipeCollector(Collector):
             if handle is None:
                 continue
             live = handle.live_stats()
+            ended = handle.finished()  # its gauges read 0: an ended source runs at no rate
             cluster_stats = getattr(handle, "cluster_stats", None)  # cameras on a cluster
             source_states = CLUSTER_SOURCE_STATES if cluster_stats is not None else SOURCE_STATES
             for s in handle.sources():
@@ -103,11 +106,11 @@ class VapipeCollector(Collector):
                 reconnects.add_metric(labels, s["reconnects"])
                 for st in source_states:
                     state.add_metric([*labels, st], 1.0 if s["state"] == st else 0.0)
-                fps.add_metric(labels, s["fps"])
-                queue.add_metric([*labels, "packets"], s["queue_packets"])
-                queue.add_metric([*labels, "frames"], s["queue_frames"])
+                fps.add_metric(labels, 0.0 if ended else s["fps"])
+                queue.add_metric([*labels, "packets"], 0 if ended else s["queue_packets"])
+                queue.add_metric([*labels, "frames"], 0 if ended else s["queue_frames"])
                 for stage, n in s["in_flight"].items():
-                    inflight.add_metric([*labels, stage], n)
+                    inflight.add_metric([*labels, stage], 0 if ended else n)
                 lat: LatencyStats = s["latency"]
                 e2e.add_metric(labels, _buckets(lat), lat.total_ms / 1000.0)
                 viewers.add_metric(labels, live["viewers"].get(s["id"], 0))

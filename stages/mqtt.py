@@ -116,6 +116,8 @@ class Mqtt(Stage):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.publisher: Publisher | None = None
+        #: the publisher of the latest open, kept after close: its counters are then final
+        self.last_publisher: Publisher | None = None
         self._topic: tuple[str, str] | None = None  # (source id, the topic filled for it)
 
     @property
@@ -141,8 +143,8 @@ class Mqtt(Stage):
         p = self.params
         self._fill(p.topic)  # a bad template fails here, on open
         host, port = parse_host(p.host)
-        self.publisher = Publisher.acquire(host, port, p.client_id or f"vapipe-{self.instance}",
-                                           self._fill(p.availability_topic), p)
+        self.publisher = self.last_publisher = Publisher.acquire(
+            host, port, p.client_id or f"vapipe-{self.instance}", self._fill(p.availability_topic), p)
 
     def process(self, frame: Frame) -> Frame | None:
         p = self.params
@@ -318,6 +320,9 @@ class Publisher:
             log.debug("MQTT close: %s", exc)
         finally:
             self.client.loop_stop()
-        left = len(self._buf)
+        with self._cond:
+            left = len(self._buf)
+            self._buf.clear()
+            self.dropped += left  # lost with the close: counted as the buffer's overflow is
         if left:
             log.warning("MQTT %s:%d: %d messages not sent before close", self.host, self.port, left)

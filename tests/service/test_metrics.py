@@ -78,3 +78,9 @@ pipelines:
     assert list(_samples(text, "vapipe_mqtt_buffered_messages").values()) == [20.0]  # full: the rest dropped
     assert list(_samples(text, "vapipe_mqtt_connected").values()) == [0.0]
     assert sum(v for k, v in dropped.items() if dict(k)["outcome"] == "sent") == 0
+    # once the instance ended, its totals stay, with the 20 messages the close could not send
+    produced = client.get(f"/pipelines/status/{iid}").json()["sources"][0]["frames"]
+    after = client.get("/metrics").text
+    outcomes = {dict(k)["outcome"]: v for k, v in _samples(after, "vapipe_mqtt_messages_total").items()}
+    assert outcomes["sent"] == 0 and outcomes["dropped"] == produced, (outcomes, produced)
+    assert _samples(after, "vapipe_source_fps") and set(_samples(after, "vapipe_source_fps").values()) == {0.0}
