@@ -138,10 +138,12 @@ class Session:
     def _plan_without_failed(self) -> None:
         """After sources failed to open: the plan for the cameras that run (the revised one
         counted the failed ones, and would stay a camera or more too large)."""
+        if not self._live_ids():  # none runs (a run whose sources failed ends here)
+            return
         try:
             self._revise_plan([])
         except Exception as exc:  # noqa: BLE001 - the add's own error is the one to report
-            log.warning("could not plan again without the sources that failed to open: %s", exc)
+            log.debug("could not plan again without the sources that failed to open: %s", exc)
 
     # sources ---------------------------------------------------------------------------
     def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,

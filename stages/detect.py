@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pipeline.costs import ModelProbe
 from pipeline.engine import InputSpec, LoadedModel, RequestPool
@@ -25,7 +25,7 @@ from pipeline.frame import DETECTION_RAN, GATE, Detections, Frame, attr_values
 from pipeline.resize_match import opencv_matches_engine
 from pipeline.stage import InferStage
 
-from ._infer_common import InferParams, adapter_class
+from ._infer_common import InferParams, adapter_class, make_adapter
 from .model_settings import DetectorSettings
 from .models.base import DetectorAdapter, Letterbox
 
@@ -65,6 +65,17 @@ class Detect(InferStage):
             if value is not None:
                 adapter_class("detector", value, DetectorAdapter)
             return value
+
+        @model_validator(mode="after")
+        def _options_the_decoder_takes(self) -> "Detect.Params":
+            """A fixed family's options are checked when the parameters are (a bad value is an
+            error of the file or the request, not of the run's first frame)."""
+            if self.decoder is not None and self.options and self.decoder not in _generic_families():
+                try:
+                    make_adapter("detector", self.decoder, self.options, DetectorAdapter)
+                except ValueError as exc:
+                    raise ValueError(f"options: {exc}") from None
+            return self
 
     params: Params
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.config import ConfigError, parse_config
 from stages.decode import Decode
 from stages.detect import Detect
 from stages.models.nms import iou_matrix
@@ -118,10 +119,20 @@ def test_every_n_counts_per_source_over_open_gates_and_restarts_when_a_gate_clos
                     ran[source].append(seq)
     assert ran["a"] == ran["b"] == [0, 3, 6, 12, 20]
 
-def test_a_misspelt_decoder_option_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"^decoder 'pose': unknown option 'score_treshold'; valid: score_threshold, "
-                                         r"iou_threshold, .*label$"):
-        Detect(model="mediapipe/pose_detection", decoder="pose", options={"score_treshold": 0.3}).open()
+def test_a_misspelt_decoder_option_lists_the_valid_ones_when_the_stage_is_made() -> None:
+    """Checked with the parameters: a pipeline file, or a request to the server, is refused
+    before anything runs."""
+    with pytest.raises(ValueError, match=r"^Detect: options: decoder 'pose': unknown option 'score_treshold'; "
+                                         r"valid: score_threshold, iou_threshold, .*label$"):
+        Detect(model="mediapipe/pose_detection", decoder="pose", options={"score_treshold": 0.3})
+    with pytest.raises(ValueError, match=r"^Detect: options: score_threshold must be in \[0, 1\], got 5$"):
+        Detect(model="mediapipe/pose_detection", decoder="pose", options={"score_threshold": 5})
+    text = ("pipelines:\n  p:\n    stages:\n      - {name: src, type: decode}\n"
+            "      - {name: det, type: detect, params: {model: mediapipe/pose_detection, decoder: pose, "
+            "options: {score_threshold: high}}}\n")
+    with pytest.raises(ConfigError, match=r"^t\.yaml:5: pipeline 'p' stage 'det': .*option 'score_threshold': "
+                                          r"expected a number, got 'high'"):
+        parse_config(text, "t.yaml", check_files=False)
 
 def test_unknown_decoder_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown detector decoder 'yolo9'; valid: .*blazeface.*db_text.*pose.*"
