@@ -362,8 +362,9 @@ def parse_testsrc(uri: str) -> tuple[str, dict[str, Any]]:
             options[key] = conv(value)
         except ValueError:
             raise ValueError(f"option {key}={value!r} in {uri!r} is not a valid {conv.__name__}") from None
-        if options[key] < (0 if key in ("frames", "seed") else 1):
-            raise ValueError(f"option {key}={value!r} in {uri!r} is out of range")
+        least = 0 if key in ("frames", "seed") else 1
+        if options[key] < least:
+            raise ValueError(f"option {key}={value!r} in {uri!r} is out of range; valid: {least} or more")
     return pattern, options
 
 

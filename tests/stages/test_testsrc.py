@@ -21,7 +21,8 @@ def test_parse() -> None:
     ("testsrc://smpte", "valid: ticker, bars, noise"),
     ("testsrc://ticker?colour=red", "unknown option 'colour'"),
     ("testsrc://ticker?width=wide", "not a valid int"),
-    ("testsrc://ticker?fps=0", "out of range"),
+    ("testsrc://ticker?fps=0", "out of range; valid: 1 or more"),
+    ("testsrc://bars?frames=-2", "out of range; valid: 0 or more"),
     ("rtsp://ticker", "not a testsrc"),
 ])
 def test_parse_errors(uri: str, message: str) -> None:
