@@ -11,6 +11,7 @@ filter, NMS and the box limit.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,6 +26,8 @@ from .model_info import ModelInfo, per_channel, setting
 from .nms import batched_nms
 
 __all__ = ["ModelDetector", "FamilyDefaults", "Layout", "GENERIC_FAMILIES", "grid_cells"]
+
+log = logging.getLogger("vapipe")
 
 #: families decoded from outputs and metadata, by decoder name (filled by ``generic``)
 GENERIC_FAMILIES: dict[str, type["ModelDetector"]] = {}
@@ -141,6 +144,10 @@ class ModelDetector(DetectorAdapter):
     def _resolve_size(self, given: tuple[int, int] | None) -> tuple[int, int]:
         info = self.info
         if not info.dynamic:
+            if given is not None and tuple(given) != tuple(info.input_hw):
+                log.warning("model %s: input_size %s is not used: the model's input is fixed at %s (height, "
+                            "width); export it with a dynamic input to choose", info.path, list(given),
+                            list(info.input_hw))
             return info.input_hw
         size = given or info.meta.get("imgsz")
         if size is None:

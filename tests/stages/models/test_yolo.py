@@ -105,6 +105,16 @@ def test_dynamic_input_without_a_size_is_a_one_line_error(tmp_path: Path) -> Non
     assert len(dets) == 1
 
 
+def test_an_input_size_a_fixed_model_cannot_take_is_named_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = constant_model(tmp_path / "m" / "best.xml", {"output0": yolo_head(BOXES, SCORES, CELLS_64)},
+                          ultralytics={"names": NAMES, "imgsz": [64, 64], "task": "detect", "stride": 32})
+    with caplog.at_level("WARNING", logger="vapipe"):
+        assert len(detect(path, input_size=[32, 32])) == len(detect(path)) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model {path}: input_size [32, 32] is not used: the model's input is fixed at [64, 64] (height, width); "
+        "export it with a dynamic input to choose"]
+
+
 def test_tensorflow_lite_exports_give_boxes_as_fractions_of_the_input() -> None:
     from stages.models.families import choose_family
     from stages.models.model_info import ModelInfo, OutputInfo
