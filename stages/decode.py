@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.frame import RECORD, Frame
 from pipeline.left_readers import Stopped, run_unless_stopped
+from pipeline.redact import redact
 from pipeline.source_names import source_ids
 from pipeline.stage import Params, SourceStage
 
@@ -118,6 +119,7 @@ class Decode(SourceStage):
         self._seq = 0
         self._name = ""  # frames' source_id outside the runtime (which sets source_id): as the runtime names it
         self._reconnect_requested = False
+        self._fps_noted = False  # the warning that fps is not used here was given
         self.decode_errors = 0
         #: called as on_event(state, info) on every state change of a live source
         self.on_event: Callable[[str, dict[str, Any]], None] | None = None
@@ -152,6 +154,11 @@ class Decode(SourceStage):
             self._reader = None  # connected (and reconnected) by units()
         else:
             self._reader = self._open_video()
+        if not isinstance(self._reader, (SceneReader, FolderReader)) and "fps" in self.params.model_fields_set \
+                and not self._fps_noted:
+            self._fps_noted = True  # once, not at every loop or reconnect
+            log.warning("%s: fps %g is not used for %s: a video or stream keeps its own timestamps (fps sets the "
+                        "rate of image folders and testsrc scenes)", self.name, self.params.fps, redact(uri))
         if self._reader is not None and self.params.start_frame:
             self._reader.start_at(self.params.start_frame)
         self._decoder = self._reader

@@ -152,3 +152,17 @@ def test_a_frames_iterator_kept_after_close_ends_and_a_new_one_starts_again(tmp_
     again = source.frames()
     assert next(again).seq == 0
     source.close()
+
+
+def test_an_fps_a_video_does_not_use_is_named_once(clip: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="vapipe.source"):
+        source = Decode(uri=str(clip), fps=5, loop=True)
+        frames = source.frames()
+        for _ in range(300):  # past the end of the clip: the loop opens it again
+            next(frames)
+        source.close()
+        with Decode(uri="testsrc://bars?frames=2", fps=5) as scene:  # a scene takes it
+            assert len(list(scene.frames())) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"decode: fps 5 is not used for {clip}: a video or stream keeps its own timestamps (fps sets the rate of "
+        "image folders and testsrc scenes)"]
