@@ -37,6 +37,7 @@ from .graph import PipelineGraph
 from .left_readers import Stopped, run_unless_stopped
 from .priority import NiceGroup
 from .camera import Camera, one_line_error
+from .outputs import RunFiles, check_distinct_outputs
 from .run_options import RunOptions, StageFailure
 from .source_info import SourceInfo, source_info
 from .source_names import source_ids
@@ -82,6 +83,7 @@ class Session:
         self._restore: list[Callable[[], None]] = []
         #: the decoders of each priority level ("" without priorities), from the first camera's plan
         self._decoders: dict[str, NiceGroup] = {}
+        self._run_files = RunFiles()
         from .costs import CostCache
 
         #: measured costs the plan comes from (none with cores=0: every runtime keeps its defaults)
@@ -166,6 +168,7 @@ class Session:
             opts = replace(self.opts, overrides=self._revise_plan(uris))
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
+            check_distinct_outputs([*(self._cameras[sid] for sid in self._live_ids()), *cams])
             opened: list[Camera] = []
             try:
                 for cam in cams:
@@ -238,6 +241,8 @@ class Session:
         # among lowered ones would take the CPU they leave, and its camera outrun the others.  A more
         # urgent camera's decoder is not lowered for the full queues of the cameras it goes before
         # (under overload theirs are always full, as they drop frames: it would run at nice 10 then)
+        for st in cam.stages.values():
+            st.run_files = self._run_files  # type: ignore[attr-defined]  # shared files: started once a run
         level = priority.level if priority is not None else ""
         if level not in self._decoders:
             self._decoders[level] = NiceGroup(self.plan.decoder_nice)

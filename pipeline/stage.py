@@ -83,6 +83,10 @@ class Stage:
         when the graph is built, before anything opens."""
         return {}
 
+    def output_file(self) -> Any:
+        """The file this stage will write (a sink: its path, checked, nothing created), or None."""
+        return None
+
     @classmethod
     def file_sharing(cls, params: Any) -> str | None:
         """For a sink writing a file: sinks whose value is equal (and not None) may write one

@@ -28,9 +28,13 @@ class SharedFile:
         self.lock = threading.Lock()
         self.users = 0
         self.records = 0
-        self._file: IO[str] = open(path, "a" if append and not array else "w", encoding="utf-8")
-        if array:
-            self._file.write("[\n")
+        if array and append and _reopen_array(path):
+            self._file: IO[str] = open(path, "a", encoding="utf-8")
+            self.records = 1 if path.stat().st_size > len("[\n") else 0  # the next record needs a comma
+        else:
+            self._file = open(path, "a" if append and not array else "w", encoding="utf-8")
+            if array:
+                self._file.write("[\n")
 
     @classmethod
     def acquire(cls, path: Path, append: bool = False, array: bool = False) -> SharedFile:
@@ -78,3 +82,24 @@ class SharedFile:
                 f.flush()
             finally:
                 f.close()
+
+
+def _reopen_array(path: Path) -> bool:
+    """Cut the closing ``]`` off the JSON array a sink of this run finished in ``path``, so that
+    more records follow; False if the file holds no closed array (it is then written anew)."""
+    try:
+        with open(path, "rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 16))
+            tail = fh.read()
+            end = tail.rstrip().rfind(b"]")
+            if not tail.rstrip().endswith(b"]") or end < 0:
+                return False
+            cut = size - len(tail) + end
+            fh.seek(0)
+            if fh.read(1) != b"[":
+                return False
+            fh.truncate(cut - 1 if cut and tail[end - 1:end] == b"\n" else cut)
+            return True
+    except OSError:
+        return False

@@ -150,6 +150,9 @@ class Encode(Stage):
         self._repeat_logged = False
 
     # lifecycle ------------------------------------------------------------------
+    def output_file(self) -> Path:
+        return check_output(self.params.path, self)
+
     def open(self) -> None:
         """Ready for a new file (written from the first frame on); its path is checked now."""
         check_output(self.params.path, self)

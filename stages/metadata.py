@@ -105,6 +105,9 @@ class Metadata(Stage):
         self._started = False  # the file was created in this open/close cycle
         self._lock = threading.RLock()
 
+    def output_file(self) -> Path:
+        return check_output(self.params.path, self)
+
     def open(self) -> None:
         """Ready to write (the file is created at the first record); its path is checked now."""
         check_output(self.params.path, self)
@@ -150,9 +153,13 @@ class Metadata(Stage):
             self.path = resolve_output(self.params.path, self)
             # records of several cameras (or stages) may share a file of one format; nothing else may
             claim(self.path, self, shared_as=self.file_sharing(self.params))
-            # Truncate once per open(); later re-opens (writes after close) append.
+            # Truncate once per open(); later re-opens (writes after close) append, and so do the
+            # sinks of a run's later cameras that share the file
+            run_files = getattr(self, "run_files", None)
+            later = run_files is not None and not run_files.first_start(self.path)
             try:
-                self._file = SharedFile.acquire(self.path, append=self._started or self.params.append, array=array)
+                self._file = SharedFile.acquire(self.path, append=self._started or self.params.append or later,
+                                                array=array)
             except OSError as exc:
                 release(self.path, self)
                 raise StageError(f"{self.name}: cannot write {self.path}: {exc.strerror or exc}") from None

@@ -336,3 +336,31 @@ def test_a_program_embedding_the_runtime_exits_only_after_a_read_left_behind_end
     _, returned, frames = out.split()
     assert float(returned) - interrupted < 1.0 and int(frames) > 0
     assert client_closed.is_set() and exited - interrupted > 1.0, f"exited {exited - interrupted:.2f} s after the stop"
+
+
+@pytest.mark.parametrize(("sink", "clash"), [("{type: encode, params: {path: '{output}/same.mp4'}}", True),
+                                              ("{type: metadata, params: {path: '{output}/all.jsonl'}}", False),
+                                              ("{type: metadata, params: {path: '{output}/all.json', format: json}}",
+                                               False)])
+def test_cameras_whose_sink_would_write_one_file_are_refused_before_any_writes(tmp_path: Path, sink: str,
+                                                                              clash: bool) -> None:
+    """A sink without {source} in its path, given two cameras: an MP4 each would be one file
+    (refused before any camera opens, so no camera has written a frame); records share it."""
+    text = f"pipelines:\n  p:\n    stages:\n      - {{name: decode, type: decode}}\n      - {{name: out, {sink[1:]}\n"
+    graph = build_graph(parse_config(text, "t.yaml").get("p"))
+    out = tmp_path / "out"
+    sources = ["testsrc://bars?width=64&height=48&frames=3", "testsrc://noise?width=64&height=48&frames=3"]
+    if clash:
+        with pytest.raises(ValueError) as err:
+            run_pipeline(graph, sources, RunOptions(output_dir=out, handle_signals=False))
+        assert str(err.value) == (f"stage 'out' of source 'noise' would write {out / 'same.mp4'}, which stage 'out' "
+                                  "of source 'bars' writes; give each camera its own file ({source} in the path)")
+        assert not out.exists()
+    else:
+        import json
+
+        summary = run_pipeline(graph, sources, RunOptions(output_dir=out, handle_signals=False))
+        assert summary.error is None
+        written = (out / "all.jsonl").read_text().splitlines() if "jsonl" in sink else \
+            [json.dumps(r) for r in json.loads((out / "all.json").read_text())]
+        assert sorted(json.loads(r)["source"] for r in written) == ["bars"] * 3 + ["noise"] * 3

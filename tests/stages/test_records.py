@@ -9,6 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pipeline.frame import RECORD, Detections, Frame
 from stages.metadata import Metadata
@@ -101,3 +102,31 @@ def test_a_json_array_goes_to_a_json_file_unless_a_path_is_given(tmp_path: Path)
     assert written == {("json", None): "cam.json", ("json-lines", None): "cam.jsonl",
                        ("json", "{output}/{source}-all.jsonl"): "cam-all.jsonl"}
     assert json.loads((tmp_path / "cam.json").read_text())[0]["source"] == "cam"
+
+
+@pytest.mark.parametrize("fmt", ["json-lines", "json"])
+def test_a_camera_that_starts_writing_after_another_finished_a_shared_file_adds_to_it(tmp_path: Path,
+                                                                                   fmt: str) -> None:
+    """The sinks of one run share a path: the second camera's first record may come after the
+    first camera closed the file (a short clip beside a camera still connecting); it used to
+    start the file anew, and the first camera's records were lost."""
+    from pipeline.outputs import RunFiles
+
+    run_files, path = RunFiles(), tmp_path / ("all.jsonl" if fmt == "json-lines" else "all.json")
+    for cam, frames in (("a", 3), ("b", 2)):
+        sink = Metadata(path=str(path), format=fmt)
+        sink.source_id, sink.run_files = cam, run_files
+        with sink:
+            for seq in range(frames):
+                frame = _frame(Detections())
+                frame.seq, frame.source_id = seq, cam
+                sink(frame)
+    text = path.read_text()
+    records = [json.loads(line) for line in text.splitlines()] if fmt == "json-lines" else json.loads(text)
+    assert [(r["source"], r["seq"]) for r in records] == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+    sink = Metadata(path=str(path), format=fmt)  # another run: the file is written anew
+    sink.run_files = RunFiles()
+    with sink:
+        sink(_frame(Detections()))
+    text = path.read_text()
+    assert len(text.splitlines() if fmt == "json-lines" else json.loads(text)) == 1
