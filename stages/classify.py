@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from pipeline.costs import ModelProbe
@@ -102,6 +103,7 @@ class Classify(InferStage):
         dets = frame.detections
         idx = dets.with_label(self.params.on)
         self.labels_seen.see(dets.label, len(idx))
+        idx = idx[_inside(dets.xyxy[idx], frame.width, frame.height)]  # no pixels to classify: left as they are
         if len(idx) > self.params.max_objects:
             idx = idx[(-dets.score[idx]).argsort(kind="stable")[: self.params.max_objects]]
         if not self.params.requests and len(idx) * self.depth > self.pool.size:
@@ -162,3 +164,13 @@ def region_adapter(params: Classify.Params, model_path: Any) -> RoiAdapter:
         raise ValueError(f"decoder {params.decoder!r} does not take {', '.join(settings)} (those are for the "
                          "attributes decoder); set its own options: instead")
     return make_adapter("region", params.decoder, params.options, RoiAdapter)
+
+
+def _inside(xyxy: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Boolean mask of the (N, 4) boxes that cover some of the ``width`` x ``height`` frame
+    (finite, not inverted, not wholly outside)."""
+    if not len(xyxy):
+        return np.zeros(0, bool)
+    with np.errstate(invalid="ignore"):
+        return (np.isfinite(xyxy).all(axis=1) & (np.minimum(xyxy[:, 2], width) > np.maximum(xyxy[:, 0], 0))
+                & (np.minimum(xyxy[:, 3], height) > np.maximum(xyxy[:, 1], 0)))

@@ -182,3 +182,15 @@ def test_a_stage_whose_on_labels_never_came_says_which_did(mean_model: Path, cap
             for f in frames(3):
                 cls(f)
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_objects_without_a_pixel_in_the_frame_are_left_unclassified(mean_model: Path) -> None:
+    """Boxes given by hand may lie outside the frame, be inverted or hold NaN: no crop to show
+    the model, so no attributes (a model shown black padding answers with confidence)."""
+    f = frames(1)[0]
+    f.detections = Detections(xyxy=[[10, 20, 50, 60], [-50, -50, -10, -10], [300, 20, 340, 60], [50, 60, 10, 20],
+                                    [np.nan, 20, 50, 60], [190, 110, 260, 160]],
+                              score=[0.9] * 6, label=["box"] * 6)
+    with Classify(model=str(mean_model), decoder="test_mean_colour", on=["box"]) as cls:
+        out = cls(f)
+    assert ["mean" in a for a in out.detections.attributes] == [True, False, False, False, False, True]
