@@ -165,7 +165,7 @@ def test_malformed_bodies_and_uris_name_the_field(client, tmp_path: Path) -> Non
     host = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
         "metadata": {"type": "mqtt", "host": "h:abc", "topic": "t"}}})
     assert detail(host, 400).startswith("destination.metadata.host: ")
-    for bad in ("qa/+/cams", "qa/#", "a/{bad"):  # wildcards are for subscribing; a template that cannot fill
+    for bad in ("site/+/cams", "site/#", "a/{bad"):  # wildcards are for subscribing; a template that cannot fill
         r = client.post("/pipelines/scene/1", json={"source": {"uri": SCENE, "type": "uri"}, "destination": {
             "metadata": {"type": "mqtt", "host": "h:1", "topic": bad}}})
         assert detail(r, 400).startswith("destination.metadata.topic: ") and repr(bad) in r.json()["detail"]
