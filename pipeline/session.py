@@ -39,6 +39,7 @@ from .priority import NiceGroup
 from .camera import Camera, one_line_error
 from .outputs import RunFiles, check_distinct_outputs
 from .run_options import RunOptions, StageFailure
+from .session_plan import SessionPlanning
 from .source_info import SourceInfo, source_info
 from .source_names import source_ids
 from .stats import LatencyStats, RunSummary, SourceStats
@@ -48,7 +49,7 @@ __all__ = ["Session", "SourceInfo"]
 log = logging.getLogger("vapipe")
 
 
-class Session:
+class Session(SessionPlanning):
     """Runs ``graph`` on a changing set of sources in this process.
 
     ``expected_sources`` sizes the first thread plan (``run_pipeline`` passes the
@@ -100,52 +101,6 @@ class Session:
                 sys.setswitchinterval(self.opts.switch_interval_s)
             self._restore.append(lambda: sys.setswitchinterval(old_interval))
             self._restore_global = apply_global(self.plan, ort_pool=False)  # ORT's pool: once measured
-
-    # thread plan -----------------------------------------------------------------------
-    def _plan(self, sources: int | list[str], measure: bool = True) -> Any:
-        from .threads import plan_for_graph
-
-        return plan_for_graph(self.graph, sources, self.opts.cores, self.opts.overrides,  # user-set values win
-                              costs=self.costs, measure=measure)
-
-    def _plan_overrides(self, plan: Any) -> dict[str, dict[str, Any]]:
-        from .threads import plan_overrides
-
-        return plan_overrides(plan, self.graph, self.opts.overrides)
-
-    def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
-        """The plan for the running sources and ``new_uris``; overrides for cameras added now.
-        Running cameras take the new plan's inference settings before their next frame
-        (:meth:`pipeline.stage.InferStage.reconfigure`; their frames in flight finish on the old
-        compiled model), so every camera shares the newly compiled models."""
-        plan = self._plan([self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris))
-        fresh = self._plan_overrides(plan)
-        changed = sorted(n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)
-                         or plan.requests.get(n) != self.plan.requests.get(n))
-        live = [c for c in self._cameras.values() if self._alive(c.source_id)]
-        for cam in live:
-            for name in changed:
-                stage = cam.stages.get(name)
-                if stage is not None and hasattr(stage, "reconfigure") and name in fresh:
-                    stage.reconfigure({k: v for k, v in fresh[name].items() if k in ("config", "requests")})
-        self.plan_note = f"re-planned running cameras: {', '.join(changed)}" if live and changed else ""
-        self.plan, self._overrides = plan, fresh
-        if self.process_wide:
-            from .threads import apply_global
-
-            self._restore_global()
-            self._restore_global = apply_global(self.plan)
-        return self._overrides
-
-    def _plan_without_failed(self) -> None:
-        """After sources failed to open: the plan for the cameras that run (the revised one
-        counted the failed ones, and would stay a camera or more too large)."""
-        if not self._live_ids():  # none runs (a run whose sources failed ends here)
-            return
-        try:
-            self._revise_plan([])
-        except Exception as exc:  # noqa: BLE001 - the add's own error is the one to report
-            log.debug("could not plan again without the sources that failed to open: %s", exc)
 
     # sources ---------------------------------------------------------------------------
     def add_sources(self, uris: list[str], priorities: list[SourcePriority] | None = None,
