@@ -59,6 +59,7 @@ class InferencePool(ABC):
         self.model = model
         self.size = size
         self.priority = priority
+        self.decoder: str | None = None  # the decoder of the stage using the pool, named in errors
         self._arbiter = model.arbiter() if priority is not None else None
         self._inflight: deque[Job] = deque()
 
@@ -131,7 +132,8 @@ class InferencePool(ABC):
             from .engine import EngineError  # the engine modules import this one
 
             # outputs the decoder cannot read (a model of another family): say which model
-            job.error = EngineError(f"model {self.model.path} does not fit the stage's decoder: {exc}")
+            which = f"decoder {self.decoder!r}" if self.decoder else "the stage's decoder"
+            job.error = EngineError(f"model {self.model.path} does not fit {which}: {exc}")
             raise job.error from exc
         finally:
             self._recycle(job)

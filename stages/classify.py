@@ -78,6 +78,7 @@ class Classify(InferStage):
             self.adapter.bind_model(model)
         n = self.params.requests or max(2, model.optimal_requests)
         self.pool: RequestPool = model.create_pool(n, self.priority)
+        self.pool.decoder = self.params.decoder  # named when the outputs do not fit it
         self.depth = n
         self.reuse = ReclassifyCache(self.params.reclassify) if self.params.reclassify != 1 else None
         self.labels_seen = LabelWatch(self.name, "on", self.params.on)

@@ -142,11 +142,11 @@ class Detect(InferStage):
     def _make_route(self, kind: str, size: tuple[int, int] | None, src_wh: tuple[int, int]) -> _Route:
         if kind != "engine":
             model = self._load(size)
-            return _Route(model, model.create_pool(self.params.requests, self.priority),
+            return _Route(model, self._pool_for(model),
                           _host_prepare(self.adapter, kind))
         box = _letterbox(self.adapter, src_wh, self._model_hw(size))
         model = self._load(size, **_engine_resize(self.adapter, src_wh, box))
-        return _Route(model, model.create_pool(self.params.requests, self.priority),
+        return _Route(model, self._pool_for(model),
                       lambda frame, hw: (frame.image(), box))
 
     def planning_probe(self, source_wh: tuple[int, int]) -> ModelProbe:
@@ -210,6 +210,11 @@ class Detect(InferStage):
     def is_done(self, ticket: Any) -> bool:
         pool, job, _ = ticket
         return pool.is_done(job)
+
+    def _pool_for(self, model: LoadedModel) -> RequestPool:
+        pool = model.create_pool(self.params.requests, self.priority)
+        pool.decoder = self.params.decoder  # named when the outputs do not fit it
+        return pool
 
     def complete(self, frame: Frame, ticket: Any) -> Frame:
         pool, job, box = ticket

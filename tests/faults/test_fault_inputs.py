@@ -203,7 +203,7 @@ def test_text_file_as_model_is_one_line(env, tmp_path: Path, image_folder: Path)
     # a recognition model (dynamic input, sequence output) behind the pose detector's decoder
     ("ppocr/ch_PP-OCRv4_rec_infer.onnx", "fixed input height and width"),
     # a landmark model (one crop in, 1404 values out) behind the pose detector's decoder
-    ("mediapipe/face_landmark.tflite", "expected outputs (1, N, 12) and (1, N, 1)"),
+    ("mediapipe/face_landmark.tflite", "does not fit decoder 'pose': expected outputs (1, N, 12) and (1, N, 1)"),
 ])
 def test_model_that_does_not_fit_the_decoder_is_one_line(env, tmp_path: Path, image_folder: Path,
                                                         models_dir: Path, model: str, expected: str) -> None:
