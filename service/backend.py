@@ -201,7 +201,7 @@ def publisher_counters(cameras: Iterable[Any]) -> list[dict[str, int]]:
     seen: dict[int, dict[str, int]] = {}
     for cam in cameras:
         for st in cam.stages.values():
-            pub = getattr(st, "publisher", None) or getattr(st, "last_publisher", None)
+            pub = getattr(st, "last_publisher", None)  # the open one, or the last (its counters final)
             if pub is not None and id(pub) not in seen:
                 seen[id(pub)] = pub.counters()
     return list(seen.values())
