@@ -15,6 +15,7 @@ from typing import Any, Container, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .outputs import may_share
 from .registry import UnknownStageType, resolve_stage_type
 
 __all__ = ["ConfigError", "ModelNotFound", "StageSpec", "PipelineSpec", "ConfigFile", "load_config", "load_pipeline",
@@ -258,7 +259,7 @@ def _check_own_file(cls: Any, params: Any, name: str, where: str,
     sharing = cls.file_sharing(params)
     if key in writers:
         other, other_sharing = writers[key]
-        if sharing is None or sharing != other_sharing:
+        if not may_share(sharing, other_sharing):
             raise ConfigError(f"{where}: writes the file stage {other!r} writes ({template!r}); give each its own "
                               "path, e.g. {output}/{source}-{name}.EXT")
     writers[key] = (name, sharing)

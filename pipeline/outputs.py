@@ -10,7 +10,13 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["RunFiles", "check_distinct_outputs"]
+__all__ = ["RunFiles", "check_distinct_outputs", "may_share"]
+
+
+def may_share(sharing: str | None, other: str | None) -> bool:
+    """Whether two sinks may write one file: only where both share files alike by design
+    (:meth:`pipeline.stage.Stage.file_sharing`, e.g. JSON Lines records of one format)."""
+    return sharing is not None and sharing == other
 
 
 class RunFiles:
@@ -47,7 +53,7 @@ def check_distinct_outputs(cameras: Iterable[Any]) -> None:
             key = os.path.realpath(path)
             sharing = type(stage).file_sharing(stage.params)
             other = seen.get(key)
-            if other is not None and (sharing is None or sharing != other[2]):
+            if other is not None and not may_share(sharing, other[2]):
                 raise ValueError(f"stage {name!r} of source {cam.source_id!r} would write {path}, which stage "
                                  f"{other[0]!r} of source {other[1]!r} writes; give each camera its own file "
                                  "({source} in the path)")

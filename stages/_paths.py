@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator
 
+from pipeline.outputs import may_share
 from pipeline.stage import StageError
 
 __all__ = ["PathTemplate", "safe_name", "check_output", "resolve_output", "claim", "release", "owner_name",
@@ -104,7 +105,7 @@ def claim(path: Path, stage: Any, shared_as: str | None = None) -> None:
     with _CLAIMS_LOCK:
         kind, owners = _CLAIMS.get(key, (shared_as, {}))
         others = sorted(name for sink, name in owners.items() if sink != id(stage))
-        if others and (kind is None or kind != shared_as):
+        if others and not may_share(shared_as, kind):
             raise StageError(f"{getattr(stage, 'name', 'stage')}: {path} is already written by {others[0]}; "
                              "give each output its own path (e.g. {output}/{source}-{name}.EXT)")
         _CLAIMS[key] = (kind, {**owners, id(stage): owner_name(stage)})
