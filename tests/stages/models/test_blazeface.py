@@ -96,6 +96,13 @@ def test_decode_merges_overlapping_anchors() -> None:
     assert len(BlazeFace(max_objects=1).decode(_outputs(hits), (128, 128))) == 1
 
 
+def test_candidates_without_a_valid_box_give_no_face() -> None:
+    # scores above the threshold, but boxes of negative or undefined size: no face, no error
+    hits = {CELL: (3.0, [0, 0, -30, 20]), 100: (2.0, [0, 0, float("nan"), 10])}
+    dets = BlazeFace().decode(_outputs(hits), (128, 128))
+    assert len(dets) == 0 and dets.xyxy.shape == (0, 4)
+
+
 def test_prepare_input_matches_mediapipe_sampling() -> None:
     h, w = 144, 256
     img = np.zeros((h, w, 3), np.uint8)

@@ -50,6 +50,12 @@ def test_weighted_average_of_cluster() -> None:
     assert weighted_nms(boxes, scores, 0.3).keypoints is None
 
 
+@pytest.mark.parametrize("keypoints", [np.zeros((0, 6, 2)), np.zeros((0, 12))])
+def test_weighted_without_boxes_keeps_the_keypoint_shape(keypoints: np.ndarray) -> None:
+    res = weighted_nms(np.zeros((0, 4)), np.zeros(0), 0.3, keypoints)
+    assert res.boxes.shape == (0, 4) and res.keypoints.shape == (0, 6, 2) and res.index.tolist() == []
+
+
 def test_members_join_only_the_first_cluster() -> None:
     # B overlaps A and C, A and C do not overlap: B is merged into A's cluster and
     # cannot pull C in later.
