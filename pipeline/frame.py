@@ -14,6 +14,8 @@ from typing import Any, Iterable, Sequence
 import cv2
 import numpy as np
 
+from .yuv420 import resize_yuv420, warp_yuv420, yuv420_planes
+
 __all__ = ["Detections", "Frame", "PIXEL_FORMATS", "DETECTION_RAN", "GATE", "STILL", "TRACKS_ENDED", "TRACK_BOXES", "EVENTS",
            "RECORD", "OVERLAY", "attr_values"]
 
@@ -313,89 +315,3 @@ def _conversion_hint(image: np.ndarray) -> str:
     if image.dtype == np.uint8 and channels == 4:
         return " (4 channels: convert with cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), or COLOR_RGBA2BGR)"
     return ""
-
-
-def plane_array(plane: Any, width: int) -> np.ndarray:
-    """View of one decoder plane as (height, width) uint8 without a copy."""
-    arr = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
-    return arr[:, :width]
-
-
-def yuv420_planes(av_frame: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Views (no copy) of the Y, U and V planes of a yuv420p/yuvj420p decoder frame, else None."""
-    if av_frame is None or av_frame.format.name not in ("yuv420p", "yuvj420p"):
-        return None
-    cw = (av_frame.width + 1) // 2
-    return (plane_array(av_frame.planes[0], av_frame.width), plane_array(av_frame.planes[1], cw),
-            plane_array(av_frame.planes[2], cw))
-
-
-def warp_yuv420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], full_range: bool, m: np.ndarray,
-                width: int, height: int, fmt: str, mode: int, chroma_shift: tuple[int, int] = (0, 0)) -> np.ndarray:
-    """Y, U, V planes of 4:2:0 video (chroma of half size, rounded up) mapped through the 2x3
-    affine ``m`` (luma pixels -> output pixels) to (height, width) in ``fmt``; ``mode`` is an
-    OpenCV border mode.  ``chroma_shift`` (0 or 1 per axis): the luma plane starts that many
-    pixels after the first chroma sample's first pixel (a slice of a frame at odd x or y).
-    See :meth:`Frame.warped`."""
-    flags = dict(flags=cv2.INTER_LINEAR, borderMode=mode)
-    luma, u_plane, v_plane = planes
-    centre = np.array([0.5 - chroma_shift[0], 0.5 - chroma_shift[1]])  # chroma sample 0 in luma pixels
-    if not full_range and fmt != "gray" and width % 2 == 0 and height % 2 == 0:
-        # Limited range, even size: chroma warped to half the output size and one
-        # I420 conversion.  Output chroma o covers output pixels 2o and 2o+1, as a
-        # source chroma sample c covers luma pixels 2c and 2c+1 (centre 2c + 0.5):
-        # FFmpeg's scaler replicates chroma that way when it converts 4:2:0 to RGB.
-        mh = np.empty((2, 3))
-        mh[:, :2] = m[:, :2]
-        mh[:, 2] = (m[:, :2] @ centre + m[:, 2] - 0.5) / 2.0
-        i420, y, u, v = _i420_buffer(width, height)
-        cv2.warpAffine(luma, m, (width, height), dst=y, borderValue=16, **flags)
-        for plane, out in ((u_plane, u), (v_plane, v)):
-            cv2.warpAffine(plane, mh, (width // 2, height // 2), dst=out, borderValue=128, **flags)
-        return cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420 if fmt == "rgb24" else cv2.COLOR_YUV2BGR_I420)
-    y = cv2.warpAffine(luma, m, (width, height), borderValue=0 if full_range else 16, **flags)
-    if fmt == "gray":
-        return y if full_range else cv2.LUT(y, _LUT_Y)
-    # chroma warped to full output size (full range, odd sizes)
-    mc = m.copy()
-    mc[:, :2] *= 2.0
-    mc[:, 2] += m[:, :2] @ centre
-    u = cv2.warpAffine(u_plane, mc, (width, height), borderValue=128, **flags)
-    v = cv2.warpAffine(v_plane, mc, (width, height), borderValue=128, **flags)
-    return _ycrcb_to(y, u, v, full_range, fmt)
-
-
-def _i420_buffer(width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """An I420 image (height * 3 / 2, width) and views of its Y, U and V planes (even sizes)."""
-    buf = np.empty((height * 3 // 2, width), np.uint8)
-    flat = buf.reshape(-1)
-    n = width * height
-    return (buf, buf[:height], flat[n:n + n // 4].reshape(height // 2, width // 2),
-            flat[n + n // 4:].reshape(height // 2, width // 2))
-
-
-def resize_yuv420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], full_range: bool, width: int, height: int,
-                  fmt: str) -> np.ndarray:
-    """Y, U, V planes of 4:2:0 video scaled to (height, width), bilinear, each on its own; only the
-    small result is colour-converted to ``fmt``.  See :meth:`Frame.resized`."""
-    y, u, v = planes
-    ys = cv2.resize(y, (width, height), interpolation=cv2.INTER_LINEAR)
-    if fmt == "gray":  # full range, as from a BGR image and as warp_yuv420 gives it
-        return ys if full_range else cv2.LUT(ys, _LUT_Y)
-    u = cv2.resize(u, (width, height), interpolation=cv2.INTER_LINEAR)
-    v = cv2.resize(v, (width, height), interpolation=cv2.INTER_LINEAR)
-    return _ycrcb_to(ys, u, v, full_range, fmt)
-
-
-def _ycrcb_to(y: np.ndarray, u: np.ndarray, v: np.ndarray, full_range: bool, fmt: str) -> np.ndarray:
-    """BT.601 Y, Cb (u), Cr (v) planes of equal size -> BGR or RGB (as FFmpeg's scaler does
-    for streams that do not name their colour space)."""
-    ycrcb = cv2.merge((y, v, u))
-    if not full_range:  # limited range (16-235/240): expand before the conversion
-        ycrcb = cv2.LUT(ycrcb, _LUT_YUV)
-    return cv2.cvtColor(ycrcb, cv2.COLOR_YCrCb2RGB if fmt == "rgb24" else cv2.COLOR_YCrCb2BGR)
-
-
-_LUT_Y = np.clip((np.arange(256) - 16) * 255.0 / 219.0, 0, 255).astype(np.uint8)
-_LUT_C = np.clip((np.arange(256) - 128) * 255.0 / 224.0 + 128, 0, 255).astype(np.uint8)
-_LUT_YUV = np.stack([_LUT_Y, _LUT_C, _LUT_C], axis=1).reshape(256, 1, 3)

@@ -24,7 +24,8 @@ import av
 import cv2
 import numpy as np
 
-from .frame import PIXEL_FORMATS, Detections, Frame, resize_yuv420, warp_yuv420, yuv420_planes
+from .frame import PIXEL_FORMATS, Detections, Frame
+from .yuv420 import resize_yuv420, warp_yuv420, yuv420_planes
 from .geometry import ViewGeometry
 
 __all__ = ["TransformedFrame", "BufferPool", "masked", "detached", "SinkView", "SINK_VIEW_HELP", "sink_picture"]

@@ -33,7 +33,8 @@ import cv2
 import numpy as np
 from pydantic import Field, field_validator
 
-from pipeline.frame import GATE, OVERLAY, STILL, Frame, plane_array
+from pipeline.frame import GATE, OVERLAY, STILL, Frame
+from pipeline.yuv420 import plane_array
 from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage
 
