@@ -20,10 +20,11 @@ from .graph import PipelineGraph
 from .left_readers import Stopped, leave
 from .priority import NiceGroup
 from .ov_errors import one_line
-from .queues import EMPTY, BoundedQueue, Closed
+from .queues import EMPTY, BoundedQueue, Closed, file_frames_depth
 from .redact import redact
 from .run_options import RunOptions, StageFailure
 from .stage import InferStage, StageError
+from .stage_errors import StageErrorPolicy
 from .stats import LatencyStats, SourceStats
 from .thread_cpu import ffmpeg_decoder_threads
 
@@ -37,9 +38,6 @@ _END = object()  # the end of a queue's items
 #: run in about 90 held the high camera up for 25-30 ms, and it dropped 2 frames of 2 kept)
 LIVE_FRAMES = 2
 LIVE_FRAMES_URGENT = 4
-#: a stage with ``on_error: restart`` restarted this often in a row, with no frame through it in
-#: between, stops the run when it fails again (a stage that fails for good is not reopened forever)
-MAX_RESTARTS = 3
 
 
 class Camera:
@@ -99,10 +97,9 @@ class Camera:
             self.source.on_event = self._on_source_event
         if hasattr(self.source, "stop_event"):
             self.source.stop_event = self.halt_reading
-        self._error_seen: set[str] = set()
-        #: stage -> (frames it had passed at its last restart, restarts in a row with none passed)
-        self._restarts: dict[str, tuple[int, int]] = {}
         self._executor: GraphExecutor | None = None  # the worker's (sync_loop's), for the frames passed
+        self.errors = StageErrorPolicy(graph, self.stages, source_id, self.stats,
+                                       lambda name: self._executor.passed.get(name, 0) if self._executor else 0)
         self._down_since: float | None = None
         self.multi_camera = False
         #: the decoders this one is lowered and raised with while ahead (the session gives
@@ -117,33 +114,8 @@ class Camera:
 
     # error policy ------------------------------------------------------------------
     def on_error(self, stage_name: str, exc: BaseException, frame: Frame | None) -> bool:
-        spec = self.graph.graph.nodes[stage_name]["spec"]
-        policy = spec.on_error or ("skip" if ":" in spec.type else "stop")
-        kind = "" if isinstance(exc, (ValueError, FileNotFoundError, StageError)) else f"{type(exc).__name__}: "
-        text = f"stage {stage_name!r} on source {self.source_id!r}: {kind}{one_line(exc)}"
-        if policy == "skip":
-            self.stats.skipped_errors += 1
-            key = f"{stage_name}:{type(exc).__name__}"
-            if key not in self._error_seen:  # once per stage and kind of error; the rest are counted
-                self._error_seen.add(key)
-                log.warning("%s (frame skipped; further %s errors of this stage are counted)", text,
-                            type(exc).__name__, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
-            return True
-        if policy == "restart":
-            passed = self._executor.passed.get(stage_name, 0) if self._executor is not None else 0
-            last, in_a_row = self._restarts.get(stage_name, (-1, 0))
-            in_a_row = in_a_row + 1 if passed == last else 1   # no frame got through since the last one
-            if in_a_row > MAX_RESTARTS:  # failing for good: stop rather than reopen it forever
-                raise StageFailure(f"{text} (failed again after {MAX_RESTARTS} restarts in a row with no "
-                                   "frame through it; giving up)") from exc
-            self._restarts[stage_name] = (passed, in_a_row)
-            self.stats.skipped_errors += 1
-            log.warning("%s (restarting the stage)", text)
-            stage = self.stages[stage_name]
-            stage.close()
-            stage.open()
-            return True
-        raise StageFailure(text) from exc
+        """The stage's error policy (:class:`pipeline.stage_errors.StageErrorPolicy`)."""
+        return self.errors.handle(stage_name, exc)
 
     # threads -------------------------------------------------------------------------
     def open(self) -> None:
@@ -198,6 +170,8 @@ class Camera:
             self.halt_reading.set()
             return False
         self.stats.decoded += 1
+        if self.stats.decoded == 1 and not self.live:  # sized by the first frame's pixels
+            self.frames.maxsize = file_frames_depth(frame.width, frame.height, self.needs_image, self.frames.maxsize)
         return True
 
     def _decode(self, unit: Any) -> list[Frame]:

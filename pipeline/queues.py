@@ -12,13 +12,33 @@ import threading
 import time
 from typing import Any, Callable, Literal
 
-__all__ = ["BoundedQueue", "Closed", "FullPolicy", "EMPTY"]
+__all__ = ["BoundedQueue", "Closed", "FullPolicy", "EMPTY", "file_frames_depth"]
 
 EMPTY = object()  # returned by BoundedQueue.get when give_up_after runs out
 #: a queue keeps the monotonic times of this many of its latest drops
 DROP_TIMES_KEPT = 1000
 
 FullPolicy = Literal["block", "drop_oldest"]
+
+#: bytes of decoded pixels a file camera's frame queue may hold ahead of its worker
+FILE_FRAMES_BYTES = 32 * 2**20
+#: ... and at most this many frames
+FILE_FRAMES_MAX = 16
+
+
+def file_frames_depth(width: int, height: int, with_image: bool, least: int) -> int:
+    """Frames a file camera's decoder may queue ahead of its worker: as many as fit in
+    :data:`FILE_FRAMES_BYTES` (4:2:0 planes, 1.5 bytes a pixel, plus 3 for the BGR image when
+    the decoder thread converts it), between ``least`` and :data:`FILE_FRAMES_MAX`.
+
+    A deeper queue lets the decoder work ahead while the worker waits on its models, and
+    fill the cores when the worker's demand comes in bursts: ``faces`` on a 720p clip (1
+    camera, 2-core AMD EPYC Zen 5) kept 95.6 % of the cores busy with 16 frames against 93.5 %
+    with 4, at 1.03 times the rate (median of 7 interleaved rounds); on 1080p ``persons`` and
+    ``faces`` the rate was the same either way.  Memory stays bounded per camera.
+    """
+    per_frame = width * height * (4.5 if with_image else 1.5)
+    return max(least, min(FILE_FRAMES_MAX, int(FILE_FRAMES_BYTES // max(per_frame, 1.0))))
 
 
 class Closed(Exception):

@@ -81,3 +81,25 @@ def test_a_camera_stopped_while_a_stage_opens_opens_no_further_stage(tmp_path: P
     with pytest.raises(Stopped, match="'cam'"):
         cam.open()
     assert cam.source._opened and not cam.stages["camera_sink"]._opened
+
+
+@pytest.mark.parametrize("size, with_image, depth", [((1280, 720), False, 16), ((1920, 1080), False, 10),
+                                                      ((1920, 1080), True, 4), ((3840, 2160), False, 4),
+                                                      ((320, 240), True, 16)])
+def test_a_file_camera_queues_frames_by_their_bytes(tmp_path: Path, size: tuple[int, int], with_image: bool,
+                                                    depth: int) -> None:
+    """A file camera's decoder may work ahead by up to 32 MiB of decoded pixels (4 to 16 frames),
+    sized by its first frame; a live camera keeps only its newest frames whatever their size."""
+    from pipeline.frame import Frame
+    from pipeline.queues import file_frames_depth
+
+    assert file_frames_depth(*size, with_image, least=4) == depth
+    graph = build_graph(parse_config(PIPELINE, "t.yaml").get("p"))
+    for live in (False, True):
+        opts = RunOptions(output_dir=tmp_path, handle_signals=False, overrides={"src": {"live": live}})
+        cam = Camera(graph, "testsrc://bars?width=160&height=120&frames=5", "cam", opts, threading.Event(),
+                     threading.Event(), {}, lambda msg: None)
+        cam.needs_image = with_image
+        before = cam.frames.maxsize
+        assert cam._take(Frame(source_id="cam", seq=0, width=size[0], height=size[1]))
+        assert cam.frames.maxsize == (before if live else depth)
