@@ -117,6 +117,7 @@ class Catalog:
             self._attach(spec, destination, tags or {}, instance_id)
         try:
             validate_pipeline(spec, "request", check_files=True)
+            _check_devices(spec)
         except ConfigError as exc:
             raise ValueError(_request_error(str(exc), spec, parameters or {})) from None
         return spec
@@ -172,6 +173,20 @@ class Catalog:
 
 
 _STAGE_ERROR = re.compile(r"^request:\d+: pipeline '[^']*' stage '([^']*)': parameter '([^']*)': (.*)$")
+
+
+def _check_devices(spec: PipelineSpec) -> None:
+    """ConfigError naming the stage when a stage's ``device`` is not on this machine (a GPU on a
+    server without one is refused with the request, not found missing once the instance starts)."""
+    from pipeline.devices import unavailable_reason
+    from pipeline.engine import get_engine
+
+    for st in spec.stages:
+        device = st.params.get("device")
+        if isinstance(device, str) and device.strip().upper() not in ("", "CPU"):
+            reason = unavailable_reason(get_engine().core, device)
+            if reason:
+                raise ConfigError(f"request:0: pipeline {spec.name!r} stage {st.name!r}: parameter 'device': {reason}")
 
 
 def _request_error(text: str, spec: PipelineSpec, parameters: dict[str, Any]) -> str:
