@@ -28,6 +28,7 @@ from pipeline.stage import InferStage
 from ._infer_common import InferParams, adapter_class, make_adapter
 from .model_settings import DetectorSettings
 from .models.base import DetectorAdapter, Letterbox
+from .models.families import FamilyError
 
 log = logging.getLogger("vapipe.detect")
 
@@ -90,7 +91,10 @@ class Detect(InferStage):
         from pipeline.models import resolve_model
 
         self.model_path = resolve_model(self.params.model)
-        self.adapter: DetectorAdapter = detector_adapter(self.params, self.model_path)
+        try:
+            self.adapter: DetectorAdapter = detector_adapter(self.params, self.model_path)
+        except FamilyError as exc:  # the model and the decoder disagree: say which stage
+            raise FamilyError(f"stage {self.name!r}: {exc}") from None
         if hasattr(self.adapter, "describe"):
             log.info("%s: %s", self.name, self.adapter.describe())
         self._routes: dict[tuple[int, int], _Route] = {}

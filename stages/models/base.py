@@ -49,6 +49,13 @@ class DetectorAdapter:
     def decode(self, outputs: list[np.ndarray], input_hw: tuple[int, int]) -> Detections:
         raise NotImplementedError
 
+    @classmethod
+    def output_problem(cls, shapes: list[tuple[int, ...]]) -> str | None:
+        """Why a model with outputs of ``shapes`` (in the model's order, -1 where dynamic) cannot
+        be decoded by this family, in a few words naming the layout it reads; None when they fit
+        or the family cannot tell before it sees outputs.  Checked when the model is loaded."""
+        return None
+
     def prepare_input(self, frame: Any, input_hw: tuple[int, int]) -> "tuple[np.ndarray, Letterbox] | None":
         """Optional: build the model input (H, W, 3) uint8 in ``input_spec.host_color``
         order and its coordinate mapping; None lets the detect stage letterbox with

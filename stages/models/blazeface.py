@@ -76,6 +76,19 @@ class MediaPipeSsd(DetectorAdapter):
                         inner=(max(1, round(sw * sx)), max(1, round(sh * sy))))
         return image, box
 
+    @classmethod
+    def output_problem(cls, shapes: list[tuple[int, ...]]) -> str | None:
+        cfg = cls.anchor_config
+        n, num_coords = len(generate_anchors(cfg)), 4 + 2 * cls.num_keypoints
+        want = f"reads [1,{n},{num_coords}] regressors and [1,{n},1] scores"
+
+        def fits(shape: tuple[int, ...], last: int) -> bool:
+            return len(shape) == 3 and shape[-1] == last and shape[1] in (n, -1)
+
+        if len(shapes) != 2 or not any(fits(s, num_coords) for s in shapes) or not any(fits(s, 1) for s in shapes):
+            return want
+        return None
+
     def candidates(self, outputs: list[np.ndarray], input_hw: tuple[int, int]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Merged detections: boxes (M, 4), scores (M,), keypoints (M, K, 2), model-input pixels."""

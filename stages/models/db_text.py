@@ -155,6 +155,12 @@ class DbTextAdapter(DetectorAdapter):
         self.limit_type = limit_type
         self.max_side_len = max_side_len
 
+    @classmethod
+    def output_problem(cls, shapes: list[tuple[int, ...]]) -> str | None:
+        if len(shapes) != 1 or len(shapes[0]) != 4 or shapes[0][1] not in (1, -1):
+            return "reads one [N,1,H,W] probability map"
+        return None
+
     def input_size(self, src_wh: tuple[int, int]) -> tuple[int, int]:
         """(height, width) to run the model at for a source of (width, height)."""
         return input_size_for(src_wh, self.limit_side_len, self.limit_type, self.max_side_len)

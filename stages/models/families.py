@@ -109,6 +109,34 @@ def _narrow_by_labels(info: ModelInfo, fits: dict[str, Layout], settings: dict[s
     return exact or fits
 
 
+def _check_fixed_fit(model_path: str | Path, decoder: str, cls: type[DetectorAdapter],
+                     options: dict[str, Any]) -> None:
+    """FamilyError when the model's outputs cannot be what ``decoder`` reads, naming the
+    decoders they do fit (found now, when the model loads, not at the first frame)."""
+    from .model_info import ModelInfoError
+
+    try:
+        info = read_model_info(model_path)
+    except ModelInfoError:
+        return  # not an image model vapipe can describe: the engine says so when it loads it
+    shapes = [o.shape for o in info.outputs]
+    problem = cls.output_problem(shapes)
+    if problem is None:
+        return
+    generic = {name: lay for name, c in GENERIC_FAMILIES.items()
+               if (lay := c.layout(info, info.input_hw, options)) is not None}
+    fitting = list(_narrow_by_metadata(info, generic))
+    fitting += [name for name, c in sorted(DECODERS.items())
+                if issubclass(c, DetectorAdapter) and name not in GENERIC_FAMILIES and name != decoder
+                and _checks_outputs(c) and c.output_problem(shapes) is None]
+    raise FamilyError(f"model {info.path}: outputs {info.shapes_text()} do not fit decoder {decoder!r} (it "
+                      f"{problem}); decoders that fit: {', '.join(fitting) or 'none'}")
+
+
+def _checks_outputs(cls: type[DetectorAdapter]) -> bool:
+    return cls.output_problem.__func__ is not DetectorAdapter.output_problem.__func__  # type: ignore[attr-defined]
+
+
 def build_detector(model_path: str | Path, decoder: str | None, options: dict[str, Any],
                    settings: dict[str, Any]) -> DetectorAdapter:
     """The adapter for ``model_path``: a model-driven family (``decoder`` None or one of
@@ -121,7 +149,9 @@ def build_detector(model_path: str | Path, decoder: str | None, options: dict[st
         if settings:
             raise ValueError(f"decoder {decoder!r} does not take {', '.join(settings)} (those are for "
                              f"{', '.join(GENERIC_FAMILIES)}); set its own options: instead")
-        return make_adapter("detector", decoder, options, DetectorAdapter)
+        adapter = make_adapter("detector", decoder, options, DetectorAdapter)
+        _check_fixed_fit(model_path, decoder, type(adapter), options)
+        return adapter
     info = read_model_info(model_path)
     cls, layout = choose_family(info, decoder, settings, options)
     return cls(info, settings, layout, options)

@@ -201,9 +201,10 @@ def test_text_file_as_model_is_one_line(env, tmp_path: Path, image_folder: Path)
 
 @pytest.mark.parametrize("model, expected", [
     # a recognition model (dynamic input, sequence output) behind the pose detector's decoder
-    ("ppocr/ch_PP-OCRv4_rec_infer.onnx", "fixed input height and width"),
+    ("ppocr/ch_PP-OCRv4_rec_infer.onnx", "outputs [?,?,6625] do not fit decoder 'pose' (it reads [1,2254,12]"),
     # a landmark model (one crop in, 1404 values out) behind the pose detector's decoder
-    ("mediapipe/face_landmark.tflite", "does not fit decoder 'pose': expected outputs (1, N, 12) and (1, N, 1)"),
+    ("mediapipe/face_landmark.tflite", "do not fit decoder 'pose' (it reads [1,2254,12] regressors and [1,2254,1] "
+                                       "scores); decoders that fit: none"),
 ])
 def test_model_that_does_not_fit_the_decoder_is_one_line(env, tmp_path: Path, image_folder: Path,
                                                         models_dir: Path, model: str, expected: str) -> None:
@@ -218,8 +219,8 @@ def test_text_detection_decoder_on_a_face_detector_is_one_line(env, tmp_path: Pa
     path = models_dir / "mediapipe/face_detection_short_range.tflite"
     line = one_error_line(vapipe(env, "run", "persons", "--source", image_folder, "--output", tmp_path / "out",
                                  "--set", f"person_detect.model={path}", "--set", "person_detect.decoder=db_text"))
-    assert line.endswith("decoder 'db_text' reads one N x 1 x H x W probability map; the outputs are "
-                         "[1, 896, 16], [1, 896, 1]"), line
+    assert line.endswith("outputs regressors [1,896,16], classificators [1,896,1] do not fit decoder 'db_text' "
+                         "(it reads one [N,1,H,W] probability map); decoders that fit: blazeface"), line
 
 
 def test_a_region_decoder_feeding_another_input_size_is_one_line(env, tmp_path: Path, image_folder: Path) -> None:
@@ -233,10 +234,12 @@ def test_a_region_decoder_feeding_another_input_size_is_one_line(env, tmp_path: 
 
 def test_detector_decoder_on_a_detector_with_other_outputs_is_one_line(env, tmp_path: Path,
                                                                        image_folder: Path) -> None:
-    """BlazeFace's decoder on the pose detector: both are SSD models, with 16 vs 12 values per anchor."""
+    """BlazeFace's decoder on the pose detector: both are SSD models, with 16 vs 12 values per anchor;
+    found when the model loads, with the decoder that fits."""
     line = one_error_line(vapipe(env, "run", "faces", "--source", image_folder, "--output", tmp_path / "out",
                                  "--set", "face_detect.model=mediapipe/pose_detection"))
-    assert "pose_detection.tflite" in line and "expected outputs (1, N, 16) and (1, N, 1)" in line
+    assert "pose_detection.tflite" in line and "(it reads [1,896,16] regressors and [1,896,1] scores)" in line
+    assert line.endswith("decoders that fit: pose"), line
     assert "'face_detect'" in line
 
 

@@ -86,3 +86,36 @@ def test_a_named_decoder_that_does_not_fit(tmp_path: Path) -> None:
 def test_models_of_other_tasks_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FamilyError, match=r"is a 'pose' model .*metadata.yaml"):
         family(tmp_path, (1, 56, CELLS), ultralytics={"task": "pose", "imgsz": [96, 96]})
+
+
+def _fixed(tmp_path: Path, outputs: dict[str, tuple[int, ...]], decoder: str) -> str:
+    from stages.models.families import build_detector
+
+    folder = tmp_path / f"fixed{len(list(tmp_path.iterdir()))}"
+    path = constant_model(folder / "m.xml", {k: np.zeros(v, np.float32) for k, v in outputs.items()},
+                          input_shape=(1, 3, 128, 128))
+    return type(build_detector(path, decoder, {}, {})).__name__
+
+
+@pytest.mark.parametrize("outputs, decoder, fitting", [
+    ({"regressors": (1, 896, 16), "scores": (1, 896, 1)}, "db_text", "blazeface"),    # a face detector
+    ({"regressors": (1, 2254, 12), "scores": (1, 2254, 1)}, "blazeface", "pose"),   # the pose detector
+    ({"map": (1, 1, 128, 128)}, "pose", "db_text"),                                     # a text detector
+    ({"out": (1, 84, 336)}, "blazeface", "yolo"),                                       # YOLO11 at 128x128
+    ({"landmarks": (1, 1404), "presence": (1, 1)}, "blazeface", "none"),                # not a detector
+])
+def test_a_fixed_decoder_checks_the_outputs_when_the_model_loads(tmp_path: Path, outputs: dict, decoder: str,
+                                                                 fitting: str) -> None:
+    """The fixed families (MediaPipe's SSDs, DB text) refuse a model of another layout at load,
+    not at its first frame, and name the decoders that fit it."""
+    with pytest.raises(FamilyError) as err:
+        _fixed(tmp_path, outputs, decoder)
+    msg = str(err.value)
+    assert f"do not fit decoder {decoder!r} (it reads " in msg and msg.endswith(f"decoders that fit: {fitting}"), msg
+    assert "\n" not in msg
+
+
+def test_a_fixed_decoder_takes_the_outputs_it_reads(tmp_path: Path) -> None:
+    assert _fixed(tmp_path, {"regressors": (1, 896, 16), "scores": (1, 896, 1)}, "blazeface") == "BlazeFace"
+    assert _fixed(tmp_path, {"scores": (1, 2254, 1), "regressors": (1, 2254, 12)}, "pose") == "PoseDetector"
+    assert _fixed(tmp_path, {"map": (1, 1, 128, 128)}, "db_text") == "DbTextAdapter"
