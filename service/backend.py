@@ -195,13 +195,13 @@ class LocalBackend:
 
 
 def publisher_counters(cameras: Iterable[Any]) -> list[dict[str, int]]:
-    """Counters (sent, dropped, connected) of every MQTT publisher the stages of ``cameras`` (a
-    session's) use or last used (final once they closed), each publisher once (cameras may
-    share one)."""
-    seen: dict[int, dict[str, int]] = {}
+    """Counters (sent, dropped, buffered, connected) of the messages each MQTT sink of ``cameras``
+    (a session's) offered, from its open publisher or its last one (final once it closed).  A
+    connection the sinks share (one client id) is not counted twice: each counts its own messages."""
+    out: list[dict[str, int]] = []
     for cam in cameras:
         for st in cam.stages.values():
-            pub = getattr(st, "last_publisher", None)  # the open one, or the last (its counters final)
-            if pub is not None and id(pub) not in seen:
-                seen[id(pub)] = pub.counters()
-    return list(seen.values())
+            counts = st.counters_of_publisher() if hasattr(st, "counters_of_publisher") else None
+            if counts is not None:
+                out.append(counts)
+    return out

@@ -15,7 +15,9 @@ flushing the buffer (for up to ``flush_timeout_s``).
 
 Counters (:meth:`Publisher.counters`): ``produced`` (offered), ``sent``
 (written for QoS 0, acknowledged for QoS 1 and 2), ``dropped`` (buffer full),
-``buffered`` (waiting), ``connected``, ``connects``.
+``buffered`` (waiting), ``connected``, ``connects``; of the whole connection, or of
+the messages one sink offered (:meth:`Mqtt.counters_of_publisher`), so that sinks
+sharing a connection are not counted twice.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class Mqtt(Stage):
         #: the publisher of the latest open, kept after close: its counters are then final
         self.last_publisher: Publisher | None = None
         self._topic: tuple[str, str] | None = None  # (source id, the topic filled for it)
+        self._owner = object()  # tags this sink's messages in a shared publisher's counters
 
     @property
     def instance(self) -> str:
@@ -152,21 +155,28 @@ class Mqtt(Stage):
             shown, _ = sink_picture(frame, p.view)  # camera pixels unless view: preprocessed
             record = frame_record(p.schema_, shown, include_landmarks=p.include_landmarks, tags=p.tags,
                                   labels=p.labels)
-            self.publisher.offer(self.topic, to_json(record), p.qos)
+            self.publisher.offer(self.topic, to_json(record), p.qos, self._owner)
             for event in frame_events(p.schema_, frame, p.tags):  # zone and line events of this frame
-                self.publisher.offer(self.topic, to_json(event), p.qos)
+                self.publisher.offer(self.topic, to_json(event), p.qos, self._owner)
         return frame
 
     def write_event(self, kind: str, **fields: Any) -> None:
         """Publish an event (source state change, zone or line event) on the same topic."""
         if self.publisher is not None:
             record = event_record(self.params.schema_, kind, self.source_id, fields, self.params.tags)
-            self.publisher.offer(self.topic, to_json(record), self.params.qos)
+            self.publisher.offer(self.topic, to_json(record), self.params.qos, self._owner)
 
     def close(self) -> None:
         pub, self.publisher = self.publisher, None
         if pub is not None:
             pub.release(self.params.flush_timeout_s)
+
+    def counters_of_publisher(self) -> dict[str, int] | None:
+        """:meth:`Publisher.counters` of the messages this sink offered (``connected`` and
+        ``connects`` are the connection's), from its open publisher or its last one (then
+        final); None before it first opened."""
+        pub = self.last_publisher
+        return None if pub is None else pub.counters(self._owner)
 
 
 class Publisher:
@@ -188,8 +198,12 @@ class Publisher:
         self.bound = params.buffer
         self.users = 0
         self.produced = self.sent = self.dropped = self.handed = self.connects = 0
-        self._buf: deque[tuple[str, bytes, int]] = deque()
+        #: owner (a sink's tag) -> its produced, sent and dropped messages
+        self._by_owner: dict[object, dict[str, int]] = {}
+        self._buf: deque[tuple[str, bytes, int, object]] = deque()
         self._own_mids: set[int] = set()
+        self._mid_owner: dict[int, object] = {}  # messages handed to paho, until acknowledged
+        self._acked_early: set[int] = set()  # acknowledged before their owner was recorded
         self._cond = threading.Condition()
         self._connected = False
         self._closing = False
@@ -251,18 +265,29 @@ class Publisher:
         with self._cond:
             if mid in self._own_mids:
                 self._own_mids.discard(mid)
-            else:
-                self.sent += 1
+                return
+            if mid in self._mid_owner:
+                self._count(self._mid_owner.pop(mid), "sent")
+            else:  # the sender thread has not recorded whose it was yet
+                self._acked_early.add(mid)
+            self.sent += 1
+
+    def _count(self, owner: object, outcome: str, n: int = 1) -> None:
+        counts = self._by_owner.setdefault(owner, {"produced": 0, "sent": 0, "dropped": 0})
+        counts[outcome] += n
 
     # producers (camera threads) ------------------------------------------------------------
-    def offer(self, topic: str, payload: str, qos: int) -> None:
-        """Queue a message; never blocks (a full buffer drops it and counts it)."""
+    def offer(self, topic: str, payload: str, qos: int, owner: object = None) -> None:
+        """Queue a message; never blocks (a full buffer drops it and counts it).  ``owner``
+        tags it in :meth:`counters` (None: counted for the connection only)."""
         with self._cond:
             self.produced += 1
+            self._count(owner, "produced")
             if len(self._buf) >= self.bound:
                 self.dropped += 1
+                self._count(owner, "dropped")
                 return
-            self._buf.append((topic, payload.encode("utf-8"), qos))
+            self._buf.append((topic, payload.encode("utf-8"), qos, owner))
             self._cond.notify_all()
 
     def _send_loop(self) -> None:
@@ -273,29 +298,40 @@ class Publisher:
                     self._cond.wait(0.2)
                 if self._closing and not (self._buf and self._connected):
                     return
-                topic, payload, qos = self._buf[0]
+                topic, payload, qos, owner = self._buf[0]
             try:
                 info = self.client.publish(topic, payload, qos=qos)
             except ValueError as exc:  # a topic the client refuses: drop that message, keep sending
                 with self._cond:
                     self._buf.popleft()
                     self.dropped += 1
+                    self._count(owner, "dropped")
                 log.warning("MQTT: message to %r dropped: %s", topic, exc)
                 continue
             with self._cond:
                 if info.rc == mqtt.MQTT_ERR_SUCCESS:
                     self._buf.popleft()
                     self.handed += 1
+                    if info.mid in self._acked_early:
+                        self._acked_early.discard(info.mid)
+                        self._count(owner, "sent")
+                    else:
+                        self._mid_owner[info.mid] = owner
                     continue
                 if info.rc == mqtt.MQTT_ERR_NO_CONN:
                     self._connected = False
                 # paho's own queue is full or the connection just dropped: try again shortly
                 self._cond.wait(0.05)
 
-    def counters(self) -> dict[str, int]:
+    def counters(self, owner: object = None) -> dict[str, int]:
+        """The connection's counters, or (``owner`` given) those of the messages it offered."""
         with self._cond:
-            return {"produced": self.produced, "sent": self.sent, "dropped": self.dropped,
-                    "buffered": len(self._buf), "connected": int(self._connected), "connects": self.connects}
+            link = {"connected": int(self._connected), "connects": self.connects}
+            if owner is None:
+                return {"produced": self.produced, "sent": self.sent, "dropped": self.dropped,
+                        "buffered": len(self._buf), **link}
+            own = self._by_owner.get(owner, {"produced": 0, "sent": 0, "dropped": 0})
+            return {**own, "buffered": sum(1 for m in self._buf if m[3] is owner), **link}
 
     def release(self, flush_timeout_s: float = 2.0) -> None:
         with self._registry_lock:
@@ -313,7 +349,9 @@ class Publisher:
         self._sender.join(timeout=2.0)
         try:
             if self._connected:
-                info = self.client.publish(self.availability, b"offline", qos=1, retain=True)
+                with self._cond:  # its acknowledgement waits for this lock: not counted as a record
+                    info = self.client.publish(self.availability, b"offline", qos=1, retain=True)
+                    self._own_mids.add(info.mid)
                 info.wait_for_publish(timeout=max(0.5, flush_timeout_s))
             self.client.disconnect()
         except Exception as exc:  # noqa: BLE001 - closing must not fail the run
@@ -322,7 +360,9 @@ class Publisher:
             self.client.loop_stop()
         with self._cond:
             left = len(self._buf)
+            for message in self._buf:  # lost with the close: counted as the buffer's overflow is
+                self._count(message[3], "dropped")
             self._buf.clear()
-            self.dropped += left  # lost with the close: counted as the buffer's overflow is
+            self.dropped += left
         if left:
             log.warning("MQTT %s:%d: %d messages not sent before close", self.host, self.port, left)

@@ -181,6 +181,41 @@ def test_a_source_named_with_a_wildcard_publishes_and_a_refused_message_does_not
         sub.close()
 
 
+def test_sinks_sharing_a_connection_each_count_their_own_messages(broker: Broker) -> None:
+    """Two sinks with one client id (two server instances given the same one) share a connection;
+    each counts the messages it offered, so that summing the sinks counts every message once."""
+    from service.backend import publisher_counters
+    from stages.mqtt import Mqtt
+
+    sub = Subscriber(broker.port, ["s/#"])
+    try:
+        sinks = [Mqtt(host=f"127.0.0.1:{broker.port}", topic="s/{source}", qos=1, instance=f"i{k}",
+                      client_id="shared") for k in range(2)]
+        image = np.zeros((10, 10, 3), np.uint8)
+        with sinks[0], sinks[1]:
+            assert sinks[0].publisher is sinks[1].publisher
+            for seq in range(30):
+                sinks[0](Frame.from_image(image, "a", seq))
+                if seq < 12:
+                    sinks[1](Frame.from_image(image, "b", seq))
+        deadline = time.monotonic() + 5
+        while len(sub.payloads("s/a")) + len(sub.payloads("s/b")) < 42 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(sub.payloads("s/a")) == 30 and len(sub.payloads("s/b")) == 12
+        own = [sink.counters_of_publisher() for sink in sinks]
+        assert [(c["produced"], c["sent"], c["dropped"], c["buffered"]) for c in own] == [(30, 30, 0, 0),
+                                                                                         (12, 12, 0, 0)]
+        assert sinks[0].last_publisher.counters()["sent"] == 42  # the connection's own total
+
+        class Cam:  # a session's camera, as the server's metrics read it
+            def __init__(self, sink: Mqtt) -> None:
+                self.stages = {"mqtt": sink}
+
+        assert sum(c["sent"] for c in publisher_counters([Cam(s) for s in sinks])) == 42
+    finally:
+        sub.close()
+
+
 def test_broker_restart_resumes_publishing_and_counts_losses(broker: Broker, tmp_path: Path) -> None:
     sub = Subscriber(broker.port, ["t/#"])
     count, ms = 400, 20  # 8 s at 50 frames/s
