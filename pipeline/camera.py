@@ -214,6 +214,10 @@ class Camera:
     def decoder(self) -> None:
         self.native_ids["decode"] = threading.get_native_id()
         priority = self.decoder_group.join(self.frames)
+        # FFmpeg starts a decoder's frame threads with its first frames; with threads > 1 they do
+        # the decoding, so they go down and up with this thread (threads another camera's decoder
+        # starts at the same moment may be counted in: the decoders of a run go together anyway)
+        frame_threads: set[int] | None = set(ffmpeg_decoder_threads())
         try:
             while True:
                 try:
@@ -223,7 +227,11 @@ class Camera:
                 if unit is _END:
                     self._note_missing_frames()
                     break
-                for frame in self._decode(unit):
+                decoded = self._decode(unit)
+                if frame_threads is not None and decoded:
+                    priority.add_helpers(sorted(set(ffmpeg_decoder_threads()) - frame_threads))
+                    frame_threads = None
+                for frame in decoded:
                     if not self._take(frame):
                         break
                     if self.needs_image:

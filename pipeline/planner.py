@@ -25,7 +25,8 @@ camera keeps one request more than its share of the streams, at least 2.  Where 
 more models each keep half a core or more busy, each of them gets a stream more (they
 hand frames to each other in bursts).  Decoders
 get one thread each; more frame threads only when the decoders bind and the
-prediction rises by at least 10 % (each frame thread adds a frame of latency).
+prediction rises by at least 10 % (each frame thread adds a frame of latency), and
+then one more than that (:data:`DECODER_SLACK_THREADS`).
 Encoders (MP4 output) encode on the worker thread, or on threads of their own
 (as many as their share needs, at least 2) when that raises the rate by 10 %.
 
@@ -68,6 +69,15 @@ THREAD_GAIN = 1.10
 #: 1080p clip, predicted 0.56 and 0.75, 1.01x and 0.99x; faces at 720p, predicted 0.62 and
 #: 0.71, 0.92x and 0.95x (same Zen 4)
 DECODER_BUSY_MAX = 0.75
+#: frame threads a decoder gets beyond those its share of the work needs, once it needs more
+#: than one (FFmpeg's own automatic choice is the cores plus one): a frame thread waits on
+#: the rows of the frame before it, and with exactly the threads the work needs the decoder
+#: then idles its share.  Its frame threads go down and up with it (pipeline/priority.py),
+#: so a decoder that is ahead does not take the extra thread's CPU from inference.  faces on
+#: a 1080p clip (2 cores, AMD EPYC Zen 5, bf16): 3 threads against 2, 1.048x the rate and 97
+#: against 94 % of the cores busy; persons on the same clip, 1.009x (7 interleaved rounds
+#: each).  Without lowering the frame threads, persons lost: 0.936x
+DECODER_SLACK_THREADS = 1
 #: Where two or more CPU models each keep at least HEAVY_MODEL of a core busy, each of them
 #: gets one more single-threaded stream than its share (cores permitting): such models hand
 #: frames to each other in bursts (a text detector's frame, then its lines to the recogniser),
@@ -330,6 +340,8 @@ def plan_threads(cores: int | None = None, sources: int = 1, infer: Iterable[Inf
         if not (bound == "decode" and r2 >= r * THREAD_GAIN) and busy <= DECODER_BUSY_MAX:
             break
         t_dec, r, bound = t_dec + 1, r2, b2
+    if decoder_threads is None and t_dec > 1:
+        t_dec += DECODER_SLACK_THREADS  # the rate predicted stays that of the threads it needs
 
     plan = ThreadPlan(cores=cores, sources=sources, decoder_threads=t_dec, cv2_threads=CV2_THREADS,
                       notes=notes, user_set=user_set, decoder_nice=NICE_WHILE_AHEAD, decode_ms=d,

@@ -13,7 +13,8 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 
 * **decoder threads per source** (FFmpeg ``thread_count``): 1, more when decoding
   binds the rate and a frame thread would raise it by 10 %, or when one thread would
-  be busy more than 75 % of the time (not for cameras and streams, which set the pace);
+  be busy more than 75 % of the time (not for cameras and streams, which set the pace),
+  and then one spare (frame threads wait on each other);
 * **OpenVINO, CPU models** (``NUM_STREAMS``, ``INFERENCE_NUM_THREADS``): the threads
   each model's share of the work needs, as single-threaded streams, unpinned
   (``ENABLE_CPU_PINNING: False``: pinned, the streams of every model start on the same
@@ -22,7 +23,8 @@ capped by a cgroup quota) in proportion to that work (:mod:`pipeline.planner`):
 * **OpenVINO precision** (``INFERENCE_PRECISION_HINT``): f32 where it costs no more than the
   CPU's default (bf16 or f16), measured per model (:mod:`pipeline.precision`);
 * **decoder priority**: a decoder whose output queue stays full runs at nice
-  ``NICE_WHILE_AHEAD`` until it falls behind again (:mod:`pipeline.priority`);
+  ``NICE_WHILE_AHEAD``, with its FFmpeg frame threads, until it falls behind again
+  (:mod:`pipeline.priority`);
 * **encoders** (FFmpeg ``thread_count`` of MP4 outputs): 1, encoding on the camera's
   worker thread, or their share of threads when that pays;
 * **OpenCV**: 1 thread (its calls are small and run on each camera's threads);

@@ -249,3 +249,85 @@ def test_without_the_right_to_raise_it_the_thread_stays_lowered(monkeypatch: pyt
     _in_thread(both)
     assert rule.lowered and rule.stuck and len(calls) == 1  # tried once, then left alone
     assert seen[-1] == max(thread_nice(), 7)
+
+
+class _Helper:
+    """A thread that only waits (as an FFmpeg frame thread between frames); its native id."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        ready = threading.Event()
+        self.tid = 0
+
+        def run() -> None:
+            self.tid = threading.get_native_id()
+            ready.set()
+            self.stop.wait(30)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait(5)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.mark.skipif(not CAN_RAISE, reason="raising a thread's priority back needs CAP_SYS_NICE")
+def test_helper_threads_go_down_and_up_with_their_producer() -> None:
+    """A decoder's FFmpeg frame threads do its decoding: lowering the decoder thread alone would
+    leave them competing with inference.  Helpers added while the group is lowered start lowered."""
+    early, late = _Helper(), _Helper()
+    try:
+        base = thread_nice(early.tid)
+        queue = BoundedQueue(2, "block", threading.Event())
+        rule = YieldWhileAhead(queue, nice=7, window=8)
+        rule.add_helpers([early.tid])
+        seen: list[tuple[int, int, int]] = []
+
+        def both() -> None:
+            _produce(queue, rule, 24, 2.0, [])   # ahead: lowered
+            rule.add_helpers([late.tid, threading.get_native_id()])  # the producer itself is no helper
+            seen.append((thread_nice(), thread_nice(early.tid), thread_nice(late.tid)))
+            _produce(queue, rule, 24, 0.0, [], 2.0)   # now behind: raised again
+            seen.append((thread_nice(), thread_nice(early.tid), thread_nice(late.tid)))
+        _in_thread(both)
+        lowered = max(base, 7)
+        assert seen == [(lowered, lowered, lowered), (base, base, base)]
+        assert rule.changes == 2 and set(rule.helpers) == {early.tid, late.tid}
+    finally:
+        early.close()
+        late.close()
+
+
+def test_a_decoder_hands_its_ffmpeg_frame_threads_to_its_priority_rule(
+        tmp_path: Path, make_clip, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``threads: 2`` FFmpeg decodes on two frame threads of its own (``av:h264:df<n>``);
+    the camera's decoder adds them to its rule once its first frames are out."""
+    from pipeline.thread_cpu import ffmpeg_decoder_threads
+
+    added: list[list[int]] = []
+    names: list[set[int]] = []
+    real = YieldWhileAhead.add_helpers
+
+    def add_helpers(self: YieldWhileAhead, tids) -> None:
+        tids = list(tids)
+        added.append(tids)
+        names.append(set(ffmpeg_decoder_threads()))  # the frame threads alive at that moment
+        real(self, tids)
+
+    monkeypatch.setattr(YieldWhileAhead, "add_helpers", add_helpers)
+    graph = build_graph(parse_config(DECODED, "t.yaml").get("p"))
+    summary = run_pipeline(graph, [str(make_clip())], RunOptions(output_dir=tmp_path, handle_signals=False))
+    assert summary.error is None and summary.sources[0].processed == 120
+    assert len(added) == 1 and len(added[0]) == 2, added  # once, the decoder's two frame threads
+    assert set(added[0]) <= names[0]
+
+
+DECODED = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {threads: 2}}
+      - {name: sink, type: "pipeline.testing:CollectSink"}
+"""
