@@ -100,7 +100,6 @@ class Camera:
         self._executor: GraphExecutor | None = None  # the worker's (sync_loop's), for the frames passed
         self.errors = StageErrorPolicy(graph, self.stages, source_id, self.stats,
                                        lambda name: self._executor.passed.get(name, 0) if self._executor else 0)
-        self._down_since: float | None = None
         self.multi_camera = False
         #: the decoders this one is lowered and raised with while ahead (the session gives
         #: every camera of a run the same one, with the thread plan's nice value; 0: never lowered)
@@ -330,15 +329,7 @@ class Camera:
         password in a reason is written as ``***``)."""
         if "reason" in info:
             info = {**info, "reason": redact(str(info["reason"]))}
-        with self.stats.lock:
-            self.stats.state = state
-            self.stats.reason = "" if state == "streaming" else str(info.get("reason", self.stats.reason))
-            self.stats.events[state] = self.stats.events.get(state, 0) + 1
-            if state == "streaming" and self._down_since is not None:  # also when the first retry worked
-                self.stats.reconnect_s.append(time.monotonic() - self._down_since)
-                self._down_since = None
-            elif state in ("stalled", "ended") and self._down_since is None:
-                self._down_since = time.monotonic()
+        self.stats.note_state(state, str(info["reason"]) if "reason" in info else None)
         level = logging.WARNING if state in ("stalled", "gave_up", "reconnecting") else logging.INFO
         log.log(level, "source %r: %s%s", self.source_id, state,
                 "".join(f", {k}={v}" for k, v in info.items()))

@@ -98,6 +98,20 @@ class SourceStats:
     last_seq: int | None = None  # seq of the latest frame that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    down_since: float | None = field(default=None, repr=False)  # monotonic time a live source went down
+
+    def note_state(self, state: str, reason: str | None) -> None:
+        """A live source reported ``state`` (``reason``: why, if it said): count it, and time
+        each stretch from going down (stalled, ended) to streaming again as a reconnect."""
+        with self.lock:
+            self.state = state
+            self.reason = "" if state == "streaming" else (reason if reason is not None else self.reason)
+            self.events[state] = self.events.get(state, 0) + 1
+            if state == "streaming" and self.down_since is not None:  # also when the first retry worked
+                self.reconnect_s.append(time.monotonic() - self.down_since)
+                self.down_since = None
+            elif state in ("stalled", "ended") and self.down_since is None:
+                self.down_since = time.monotonic()
 
     @property
     def reconnects(self) -> int:
