@@ -84,14 +84,16 @@ def source_window(planes: tuple[np.ndarray, np.ndarray, np.ndarray], m: np.ndarr
     """
     luma = planes[0]
     rows, cols = luma.shape
-    inv = cv2.invertAffineTransform(m)
-    xs = inv[0, 0] * np.array([0, width - 1, 0, width - 1]) + inv[0, 1] * np.array([0, 0, height - 1, height - 1])
-    ys = inv[1, 0] * np.array([0, width - 1, 0, width - 1]) + inv[1, 1] * np.array([0, 0, height - 1, height - 1])
+    # plain floats: this runs for every warp, also the whole-frame ones that it leaves alone
+    (a, b, tx), (c, d, ty) = cv2.invertAffineTransform(m).tolist()
+    w1, h1 = width - 1, height - 1
+    xs = (0.0, a * w1, b * h1, a * w1 + b * h1)  # the output's corners in the source, less (tx, ty)
+    ys = (0.0, c * w1, d * h1, c * w1 + d * h1)
     margin = 4
-    x0 = max(0, (math.floor(inv[0, 2] + xs.min()) - margin) & ~1)
-    y0 = max(0, (math.floor(inv[1, 2] + ys.min()) - margin) & ~1)
-    x1 = min(cols, math.ceil(inv[0, 2] + xs.max()) + margin + 1)
-    y1 = min(rows, math.ceil(inv[1, 2] + ys.max()) + margin + 1)
+    x0 = max(0, (math.floor(tx + min(xs)) - margin) & ~1)
+    y0 = max(0, (math.floor(ty + min(ys)) - margin) & ~1)
+    x1 = min(cols, math.ceil(tx + max(xs)) + margin + 1)
+    y1 = min(rows, math.ceil(ty + max(ys)) + margin + 1)
     if x1 <= x0 or y1 <= y0 or (x1 - x0) * (y1 - y0) * 4 > rows * cols:
         return planes, m
     crows, ccols = planes[1].shape
