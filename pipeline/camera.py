@@ -19,16 +19,15 @@ from .frame import Frame
 from .graph import PipelineGraph
 from .left_readers import Stopped, leave
 from .priority import NiceGroup
-from .ov_errors import one_line
 from .queues import EMPTY, BoundedQueue, Closed, file_frames_depth
 from .redact import redact
 from .run_options import RunOptions, StageFailure
-from .stage import InferStage, StageError
-from .stage_errors import StageErrorPolicy
+from .stage import InferStage
+from .stage_errors import StageErrorPolicy, one_line_error
 from .stats import LatencyStats, SourceStats
 from .thread_cpu import ffmpeg_decoder_threads
 
-__all__ = ["Camera", "one_line_error"]
+__all__ = ["Camera"]
 
 log = logging.getLogger("vapipe")
 _END = object()  # the end of a queue's items
@@ -213,9 +212,10 @@ class Camera:
     def decoder(self) -> None:
         self.native_ids["decode"] = threading.get_native_id()
         priority = self.decoder_group.join(self.frames)
-        # FFmpeg starts a decoder's frame threads with its first frames; with threads > 1 they do
-        # the decoding, so they go down and up with this thread (threads another camera's decoder
-        # starts at the same moment may be counted in: the decoders of a run go together anyway)
+        # FFmpeg starts a decoder's frame threads with its first frames (a new decoder after a
+        # reconnect or a file's loop: new ones); with threads > 1 they do the decoding, so they go
+        # down and up with this thread (another decoder's, started at the same moment, may be
+        # counted in: the decoders of a run go together anyway)
         frame_threads: set[int] | None = set(ffmpeg_decoder_threads())
         try:
             while True:
@@ -226,8 +226,10 @@ class Camera:
                 if unit is _END:
                     self._note_missing_frames()
                     break
+                if switch := self.source.starts_decoder(unit):  # type: ignore[attr-defined]
+                    frame_threads = set(ffmpeg_decoder_threads())
                 decoded = self._decode(unit)
-                if frame_threads is not None and decoded:
+                if frame_threads is not None and decoded and not switch:
                     priority.add_helpers(sorted(set(ffmpeg_decoder_threads()) - frame_threads))
                     frame_threads = None
                 for frame in decoded:
@@ -390,11 +392,3 @@ class Camera:
                     self.exit_codec_cpu.update(ffmpeg_decoder_threads())
         return run
 
-
-def one_line_error(exc: BaseException, context: str) -> str:
-    text = one_line(exc)
-    if isinstance(exc, (ValueError, FileNotFoundError)):
-        return text
-    if isinstance(exc, StageError):  # a stage's own message: it names the stage and the problem
-        return f"{context}: {text}"
-    return f"{context}: {type(exc).__name__}: {text}"

@@ -36,12 +36,13 @@ from .frame import Frame
 from .graph import PipelineGraph
 from .left_readers import Stopped, run_unless_stopped
 from .priority import NiceGroup
-from .camera import Camera, one_line_error
+from .camera import Camera
 from .outputs import RunFiles, check_distinct_outputs
 from .run_options import RunOptions, StageFailure
 from .session_plan import SessionPlanning
 from .source_info import SourceInfo, source_info
 from .source_names import source_ids
+from .stage_errors import one_line_error
 from .stats import LatencyStats, RunSummary, SourceStats
 
 __all__ = ["Session", "SourceInfo"]

@@ -358,6 +358,11 @@ class SourceStage(Stage):
         """True for units that carry no media (end, switch of stream): never dropped."""
         return unit is None
 
+    def starts_decoder(self, unit: Any) -> bool:
+        """True for a unit after which :meth:`decode_unit` decodes with a new decoder (a
+        reconnect, a file's next loop): threads of the old one end, the new one starts its own."""
+        return False
+
     def frames(self) -> Iterator[Frame]:
         """Every frame, read and decoded in the calling thread (embedding without a runtime); from
         the start again after ``close()``."""

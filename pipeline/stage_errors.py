@@ -17,7 +17,7 @@ from .run_options import StageFailure
 from .stage import StageError
 from .stats import SourceStats
 
-__all__ = ["StageErrorPolicy", "MAX_RESTARTS"]
+__all__ = ["StageErrorPolicy", "MAX_RESTARTS", "one_line_error"]
 
 log = logging.getLogger("vapipe")
 
@@ -70,3 +70,14 @@ class StageErrorPolicy:
             stage.open()
             return True
         raise StageFailure(text) from exc
+
+
+def one_line_error(exc: BaseException, context: str) -> str:
+    """``exc`` as one line for a run's failure, after ``context`` (which stage, which source)
+    unless the message names its subject itself (bad values, missing files)."""
+    text = one_line(exc)
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        return text
+    if isinstance(exc, StageError):  # a stage's own message: it names the stage and the problem
+        return f"{context}: {text}"
+    return f"{context}: {type(exc).__name__}: {text}"

@@ -318,6 +318,9 @@ class Decode(SourceStage):
     def is_marker(self, unit: Any) -> bool:
         return unit is None or unit is LOOP or isinstance(unit, _Switch)
 
+    def starts_decoder(self, unit: Any) -> bool:
+        return isinstance(unit, _Switch) and unit.reader is not None
+
     # decoder thread --------------------------------------------------------------------
     def decode_unit(self, unit: Any) -> list[Frame]:
         """Frames decoded from one unit (None flushes); ``seq`` numbers are assigned here."""

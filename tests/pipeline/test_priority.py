@@ -300,6 +300,24 @@ def test_helper_threads_go_down_and_up_with_their_producer() -> None:
         late.close()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a process's threads are read from /proc (Linux)")
+def test_helpers_that_ended_are_forgotten_when_new_ones_come() -> None:
+    """A decoder opened again (a reconnect, a file's loop) starts new frame threads, and the old
+    ones end: the rule keeps only threads that still run (an ended thread's id may come back)."""
+    old, new = _Helper(), _Helper()
+    try:
+        rule = YieldWhileAhead(BoundedQueue(2, "block", threading.Event()), nice=7)
+        rule.add_helpers([old.tid])
+        old.close()
+        deadline = time.monotonic() + 5  # join() returns a moment before the OS thread is gone
+        while os.path.exists(f"/proc/self/task/{old.tid}") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        rule.add_helpers([new.tid])
+        assert set(rule.helpers) == {new.tid}
+    finally:
+        new.close()
+
+
 def test_a_decoder_hands_its_ffmpeg_frame_threads_to_its_priority_rule(
         tmp_path: Path, make_clip, monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``threads: 2`` FFmpeg decodes on two frame threads of its own (``av:h264:df<n>``);
@@ -322,6 +340,30 @@ def test_a_decoder_hands_its_ffmpeg_frame_threads_to_its_priority_rule(
     assert summary.error is None and summary.sources[0].processed == 120
     assert len(added) == 1 and len(added[0]) == 2, added  # once, the decoder's two frame threads
     assert set(added[0]) <= names[0]
+
+
+def test_each_new_decoder_of_a_looping_file_hands_over_its_frame_threads(
+        tmp_path: Path, make_clip, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A looping file is opened again at its end, with a new decoder and new frame threads,
+    which must go down and up with the decoder thread as the first ones did."""
+    from pipeline.thread_cpu import ffmpeg_decoder_threads
+
+    added: list[list[int]] = []
+    real = YieldWhileAhead.add_helpers
+
+    def add_helpers(self: YieldWhileAhead, tids) -> None:
+        tids = list(tids)
+        assert set(tids) <= set(ffmpeg_decoder_threads())
+        added.append(tids)
+        real(self, tids)
+
+    monkeypatch.setattr(YieldWhileAhead, "add_helpers", add_helpers)
+    graph = build_graph(parse_config(DECODED.replace("threads: 2", "threads: 2, loop: true"), "t.yaml").get("p"))
+    opts = RunOptions(output_dir=tmp_path, handle_signals=False, max_frames=300)  # 120-frame clip: 3 decoders
+    summary = run_pipeline(graph, [str(make_clip())], opts)
+    assert summary.error is None and summary.sources[0].processed == 300
+    assert [len(t) for t in added] == [2, 2, 2], added
+    assert len({t for tids in added for t in tids}) == 6  # each decoder's own threads
 
 
 DECODED = """
