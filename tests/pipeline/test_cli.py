@@ -291,6 +291,34 @@ def test_an_unknown_device_names_the_option_and_the_valid_ones(cli_env, clip: Pa
     assert line.startswith("vapipe: error: --device TPU: unknown device 'TPU'; valid: CPU, GPU"), line
 
 
+def test_a_device_not_on_this_machine_is_refused_before_the_run(tmp_path: Path, clip: Path) -> None:
+    """Checked for every pipeline at the start, not when a model is loaded (a GPU on a machine
+    without one; a pipeline with no model, where the option would do nothing)."""
+    import openvino as ov
+
+    if "GPU" in ov.Core().available_devices:
+        pytest.skip("this machine has a GPU")
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("""
+pipelines:
+  find:
+    stages:
+      - {name: src, type: decode}
+      - {name: faces, type: detect, params: {model: nowhere/face.xml, decoder: blazeface}}
+  plain:
+    stages:
+      - {name: src, type: decode}
+      - {name: meta, type: metadata}
+""")
+    env = make_env(tmp_path / "models")
+    line = one_error_line(vapipe(env, "run", "find", "--config", cfg, "--source", clip, "--device", "GPU"))
+    assert line.startswith("vapipe: error: --device GPU: device GPU not available; available: ") and "CPU" in line, line
+    line = one_error_line(vapipe(env, "run", "plain", "--config", cfg, "--source", clip, "--device", "CPU",
+                                 "--output", tmp_path / "out"))
+    assert line == "vapipe: error: --device CPU: pipeline 'plain' runs no model (stages: src, meta); leave it out"
+    assert not (tmp_path / "out").exists()
+
+
 def test_validate_default_file_prints_ok(cli_env) -> None:
     proc = ok(vapipe(cli_env, "validate"))
     assert proc.stdout.strip() == "ok"
