@@ -14,10 +14,8 @@ Contract
   that cannot take it) and start at 0.  With frame
   timestamps (``pts``/``time_base``) the output follows them; without, it
   follows ``seq`` at the nominal rate (``fps``, else ``source_fps`` set by the
-  runtime, else 25).  Timestamps never repeat or go back: a repeated or
-  slightly early timestamp is moved one tick after the previous frame, and a
-  jump back by more than a second (a looping or restarted source) continues
-  one frame interval after the previous frame.
+  runtime, else 25).  Timestamps never repeat or go back
+  (:class:`stages._output_clock.OutputClock`).
 * Every processed frame is written (``frames_written`` counts them).
 * :meth:`close` flushes the encoder and closes the container, so the file is
   playable after normal ends, errors and signals.  It may run more than once,
@@ -46,6 +44,7 @@ from pipeline.stage import Params as StageParams
 from pipeline.stage import Stage, StageError
 
 from ._encoder_options import opens_without_options, private_options, shown
+from ._output_clock import OutputClock, frame_timing, set_frame_timing
 from ._paths import PathTemplate, check_output, claim, release, resolve_output
 from .annotate import Annotator, Shape, annotate_all, default_annotators, draw_outline, draw_shapes, scale_detections
 
@@ -56,7 +55,6 @@ log = logging.getLogger(__name__)
 TIME_BASE = Fraction(1, 90_000)  # output clock (encoder and packet timestamps)
 FALLBACK_TIME_BASE = Fraction(1, 60_000)  # for encoders limited to 16-bit clocks
 DEFAULT_FPS = 25.0
-_RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
 _COMMON_ENCODERS = ("libx264", "libx265", "libvpx-vp9", "libaom-av1", "libsvtav1", "mpeg4", "mjpeg")
 
 
@@ -136,18 +134,11 @@ class Encode(Stage):
         self._container: Any = None
         self._stream: Any = None
         self._size: tuple[int, int] = (0, 0)  # (width, height) of the file
-        self._use_ts = False
-        self._t0 = Fraction(0)  # source time (s) or seq mapped to output 0
-        self._seq0 = 0
-        self._offset = 0  # ticks added after source restarts
-        self._last_pts: int | None = None
-        self._tb = TIME_BASE
+        self._clock: OutputClock | None = None  # the file's timestamps, from its first frame
         self._busy = False
         self._close_pending = False
         self._finished = False
         self._late_logged = False
-        self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
-        self._repeat_logged = False
 
     # lifecycle ------------------------------------------------------------------
     def output_file(self) -> Path:
@@ -217,22 +208,24 @@ class Encode(Stage):
         if self._container is None:
             self._start(frame)
         vframe, borrowed = self._video_frame(frame, outline, shapes)
-        saved = _timing(vframe) if borrowed else None
-        pts = self._next_pts(frame)
-        before = self._last_pts, self.frames_written
+        saved = frame_timing(vframe) if borrowed else None
+        clock = self._clock
+        assert clock is not None
+        pts = clock.next_pts(frame)
+        before = clock.last_pts, self.frames_written
         # Count first and mux in ``finally``: an exception raised by a signal
         # handler right after encode() must not lose packets the encoder emitted.
-        self._last_pts, self.frames_written = pts, self.frames_written + 1
+        clock.last_pts, self.frames_written = pts, self.frames_written + 1
         packets: list[Any] = []
         try:
-            _set_timing(vframe, (pts, self._tb, self._step()))
+            set_frame_timing(vframe, (pts, clock.time_base, clock.step))
             packets = self._stream.encode(vframe)
         except av.FFmpegError as exc:
-            self._last_pts, self.frames_written = before
+            clock.last_pts, self.frames_written = before
             raise StageError(f"{self.name}: encoding frame {frame.source_id}#{frame.seq} failed: {exc}") from exc
         finally:
             if saved is not None:
-                _set_timing(vframe, saved)
+                set_frame_timing(vframe, saved)
             if packets:
                 self._container.mux(packets)
 
@@ -260,9 +253,6 @@ class Encode(Stage):
     def _open_file(self, frame: Frame) -> None:
         p = self.params
         width, height = self._file_size((frame.width, frame.height))
-        self._use_ts = frame.pts is not None and frame.time_base is not None
-        self._t0 = Fraction(frame.pts) * Fraction(frame.time_base) if self._use_ts else Fraction(0)
-        self._seq0 = frame.seq
         rate = Fraction(self.nominal_fps).limit_denominator(100_000)
         try:  # FFmpeg opens the file only when the first packet is muxed: fail here, naming it
             self.path.open("wb").close()
@@ -301,7 +291,8 @@ class Encode(Stage):
                 error = exc
                 continue
             self._write_header(container)
-            self._container, self._stream, self._size, self._tb = container, stream, (width, height), tb
+            self._container, self._stream, self._size = container, stream, (width, height)
+            self._clock = OutputClock(frame, tb, self.nominal_fps, self.name)
             return
         self.path.unlink(missing_ok=True)
         raise StageError(f"{self.name}: cannot set up {p.codec!r} ({p.pix_fmt}, {width}x{height}) "
@@ -361,36 +352,6 @@ class Encode(Stage):
             draw_shapes(image, shapes)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
-    def _step(self) -> int:
-        return max(1, round(1 / (Fraction(self.nominal_fps) * self._tb)))
-
-    def _next_pts(self, frame: Frame) -> int:
-        if self._use_ts and frame.pts is not None and frame.time_base is not None:
-            t = Fraction(frame.pts) * Fraction(frame.time_base) - self._t0
-            pts = round(t / self._tb) + self._offset
-        elif self._use_ts:  # timestamps stopped: one nominal interval later
-            pts = (self._last_pts if self._last_pts is not None else -self._step()) + self._step()
-        elif self._last_seq is not None and frame.seq <= self._last_seq and self._last_pts is not None:
-            # frames built by hand that all keep seq 0: one nominal interval each, not one tick
-            if not self._repeat_logged:
-                self._repeat_logged = True
-                log.warning("%s: frames without timestamps repeat seq %d; each is written %s s after the last "
-                            "(number them: Frame.from_image(image, source_id, seq))", self.name, frame.seq,
-                            round(1 / self.nominal_fps, 4))
-            pts = self._last_pts + self._step()
-        else:
-            pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.nominal_fps) / self._tb)
-        if not self._use_ts:
-            self._last_seq = frame.seq
-        last = self._last_pts
-        if last is not None and pts <= last:
-            if self._use_ts and (last - pts) * self._tb > _RESTART_JUMP:
-                self._offset += last + self._step() - pts
-                pts = last + self._step()
-            else:
-                pts = last + 1
-        return pts
-
     def _finalise(self) -> None:
         self._finished = True
         container, stream = self._container, self._stream
@@ -406,14 +367,3 @@ class Encode(Stage):
             if not self.frames_written and self.path is not None:
                 self.path.unlink(missing_ok=True)  # nothing playable was written
 
-
-def _timing(vframe: Any) -> tuple[Any, Any, Any]:
-    return vframe.pts, vframe.time_base, getattr(vframe, "duration", None)
-
-
-def _set_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
-    vframe.pts, time_base, duration = timing
-    if time_base is not None:  # PyAV cannot set None back
-        vframe.time_base = time_base
-    if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
-        vframe.duration = duration

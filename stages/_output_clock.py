@@ -1,0 +1,87 @@
+"""Output timestamps of a video file (:class:`OutputClock`): from 0, never repeating or going back.
+
+With frame timestamps (``pts``/``time_base``) the output follows them; without, it follows
+``seq`` at the nominal rate.  A repeated or slightly early timestamp is moved one tick after
+the previous frame, and a jump back by more than a second (a looping or restarted source)
+continues one frame interval after the previous frame.
+"""
+
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+from typing import Any
+
+from pipeline.frame import Frame
+
+__all__ = ["OutputClock", "frame_timing", "set_frame_timing"]
+
+log = logging.getLogger(__name__)
+
+_RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
+
+
+class OutputClock:
+    """Timestamps in ticks of ``time_base`` for the frames of one file, the first being ``first``;
+    ``fps`` is the nominal rate (frames without timestamps, durations).  :attr:`last_pts` is the
+    latest timestamp written: the caller sets it once the frame is taken (and puts it back if
+    encoding fails)."""
+
+    def __init__(self, first: Frame, time_base: Fraction, fps: float, name: str = "encode") -> None:
+        self.time_base = time_base
+        self.fps = fps
+        self.name = name
+        self.use_ts = first.pts is not None and first.time_base is not None
+        self._t0 = Fraction(first.pts) * Fraction(first.time_base) if self.use_ts else Fraction(0)  # type: ignore[arg-type]
+        self._seq0 = first.seq
+        self._offset = 0  # ticks added after source restarts
+        self.last_pts: int | None = None
+        self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
+        self._repeat_logged = False
+
+    @property
+    def step(self) -> int:
+        """One nominal frame interval in ticks (at least 1)."""
+        return max(1, round(1 / (Fraction(self.fps) * self.time_base)))
+
+    def next_pts(self, frame: Frame) -> int:
+        """The timestamp for ``frame``, after :attr:`last_pts`."""
+        step = self.step
+        if self.use_ts and frame.pts is not None and frame.time_base is not None:
+            t = Fraction(frame.pts) * Fraction(frame.time_base) - self._t0
+            pts = round(t / self.time_base) + self._offset
+        elif self.use_ts:  # timestamps stopped: one nominal interval later
+            pts = (self.last_pts if self.last_pts is not None else -step) + step
+        elif self._last_seq is not None and frame.seq <= self._last_seq and self.last_pts is not None:
+            # frames built by hand that all keep seq 0: one nominal interval each, not one tick
+            if not self._repeat_logged:
+                self._repeat_logged = True
+                log.warning("%s: frames without timestamps repeat seq %d; each is written %s s after the last "
+                            "(number them: Frame.from_image(image, source_id, seq))", self.name, frame.seq,
+                            round(1 / self.fps, 4))
+            pts = self.last_pts + step
+        else:
+            pts = round(Fraction(frame.seq - self._seq0) / Fraction(self.fps) / self.time_base)
+        if not self.use_ts:
+            self._last_seq = frame.seq
+        last = self.last_pts
+        if last is not None and pts <= last:
+            if self.use_ts and (last - pts) * self.time_base > _RESTART_JUMP:
+                self._offset += last + step - pts
+                pts = last + step
+            else:
+                pts = last + 1
+        return pts
+
+
+def frame_timing(vframe: Any) -> tuple[Any, Any, Any]:
+    """An ``av.VideoFrame``'s (pts, time_base, duration), to put back after encoding a borrowed frame."""
+    return vframe.pts, vframe.time_base, getattr(vframe, "duration", None)
+
+
+def set_frame_timing(vframe: Any, timing: tuple[Any, Any, Any]) -> None:
+    vframe.pts, time_base, duration = timing
+    if time_base is not None:  # PyAV cannot set None back
+        vframe.time_base = time_base
+    if duration is not None and hasattr(vframe, "duration"):  # PyAV >= 14
+        vframe.duration = duration
