@@ -204,8 +204,9 @@ class ClusterBackend:
                                  "node continues its file; use 'json-lines'")
 
     def start(self, instance_id: str, spec: Any, sources: list[str], output_dir: Path,
-              on_end: Callable[[ClusterHandle], None]) -> ClusterHandle:
-        """Place the instance's cameras (those without room wait as pending) and supervise them."""
+              on_end: Callable[[ClusterHandle], None], stopping: threading.Event | None = None) -> ClusterHandle:
+        """Place the instance's cameras (those without room wait as pending) and supervise them
+        (placing is quick: a stop meanwhile stops the handle once it is up)."""
         from pipeline.graph import build_graph
 
         from .capacity import cpus_per_camera

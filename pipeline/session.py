@@ -121,7 +121,10 @@ class Session(SessionPlanning):
             if own is not None and len(own) != len(uris):
                 raise ValueError(f"{len(own)} per-source overrides for {len(uris)} sources")
             ids = list(ids) if ids is not None else source_ids(uris, taken)
-            opts = replace(self.opts, overrides=self._revise_plan(uris))
+            try:
+                opts = replace(self.opts, overrides=self._revise_plan(uris, self._stopping))
+            except Stopped:
+                raise Stopped("the run was stopped while its sources opened") from None
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
             check_distinct_outputs([*(self._cameras[sid] for sid in self._live_ids()), *cams])

@@ -44,12 +44,20 @@ class SessionPlanning:
 
         return plan_overrides(plan, self.graph, self.opts.overrides)
 
-    def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
+    def _revise_plan(self, new_uris: list[str], stopping: Callable[[], bool] | None = None) -> dict[str, dict[str, Any]]:
         """The plan for the running sources and ``new_uris``; overrides for cameras added now.
         Running cameras take the new plan's inference settings before their next frame
         (:meth:`pipeline.stage.InferStage.reconfigure`; their frames in flight finish on the old
-        compiled model), so every camera shares the newly compiled models."""
-        plan = self._plan([self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris))
+        compiled model), so every camera shares the newly compiled models.  With ``stopping``,
+        :class:`~pipeline.left_readers.Stopped` comes at once when it turns true while the costs
+        are measured (a first start compiles and times every model: seconds); nothing changes then."""
+        uris = [self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris)
+        if stopping is None:
+            plan = self._plan(uris)
+        else:
+            from .left_readers import run_unless_stopped
+
+            plan = run_unless_stopped(lambda: self._plan(uris), stopping, lambda _plan: None)
         fresh = self._plan_overrides(plan)
         changed = sorted(n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)
                          or plan.requests.get(n) != self.plan.requests.get(n))

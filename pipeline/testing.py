@@ -69,10 +69,12 @@ class CollectSink(Stage):
 class SleepInfer(InferStage):
     """Pretends to infer: each frame takes ``ms`` on a worker thread (releases the GIL),
     then gets one detection labelled ``label``.  ``skip_every`` lets every k-th frame pass
-    without work; ``every`` N works on frames 0, N, 2N, ... only (as ``detect.every``)."""
+    without work; ``every`` N works on frames 0, N, 2N, ... only (as ``detect.every``);
+    opening takes ``open_ms`` (as a model's compile)."""
 
     class Params(Params):
         ms: float = Field(5.0, ge=0)
+        open_ms: float = Field(0.0, ge=0)
         requests: int = Field(2, ge=0)
         label: str = "thing"
         skip_every: int = Field(0, ge=0)
@@ -81,6 +83,7 @@ class SleepInfer(InferStage):
     params: Params
 
     def open(self) -> None:
+        time.sleep(self.params.open_ms / 1000)
         self.depth = max(1, self.params.requests)
         self._pool = ThreadPoolExecutor(self.depth)
         self.intervals: list[tuple[int, float, float]] = []

@@ -61,8 +61,9 @@ class Handle(Protocol):
 
 class Backend(Protocol):
     def start(self, instance_id: str, spec: PipelineSpec, sources: list[str], output_dir: Path,
-              on_end: Callable[[Handle], None]) -> Handle:
-        """Open the sources and start; raises (one line) if they cannot be opened."""
+              on_end: Callable[[Handle], None], stopping: threading.Event | None = None) -> Handle:
+        """Open the sources and start; raises (one line) if they cannot be opened.  ``stopping``
+        set while it starts: it gives up as soon as it can (raising), without a handle to stop."""
         ...
 
     def close(self) -> None: ...
@@ -161,10 +162,10 @@ class LocalBackend:
         self._lock = threading.Lock()
 
     def start(self, instance_id: str, spec: PipelineSpec, sources: list[str], output_dir: Path,
-              on_end: Callable[[LocalHandle], None]) -> LocalHandle:
+              on_end: Callable[[LocalHandle], None], stopping: threading.Event | None = None) -> LocalHandle:
         graph = build_graph(spec, "request")
         opts = RunOptions(output_dir=output_dir, handle_signals=False, cores=self.cores,
-                          stop_deadline_s=self.stop_deadline_s)
+                          stop_deadline_s=self.stop_deadline_s, stop_event=stopping)
         live = LiveView(self.live_fps, self.live_width)
         prefix = thread_prefix(instance_id)
         session = Session(graph, opts, expected_sources=len(sources), process_wide=False, on_frame=live.tap,

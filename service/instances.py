@@ -56,6 +56,7 @@ class Instance:
     handle: Handle | None = None
     stop_requested: bool = False
     starting: bool = False               # handed to the backend, not up yet
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)  # stop while starting
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -132,13 +133,18 @@ class InstanceManager:
             inst.start_time = time.time()
         try:
             handle = self.backend.start(inst.id, inst.spec, inst.uris, inst.output_dir,
-                                        on_end=lambda h: self._ended(inst, h))
+                                        on_end=lambda h: self._ended(inst, h), stopping=inst.stopping)
         except Exception as exc:  # noqa: BLE001 - becomes the instance's ERROR message
             with inst.lock:
-                inst.state = "ERROR"
-                inst.message = redact(_one_line(exc))
                 inst.ended_mono = time.monotonic()
-            log.warning("instance %s (%s/%s) failed to start: %s", inst.id, inst.name, inst.version, inst.message)
+                if inst.stop_requested:  # it gave up starting because it was stopped
+                    inst.state = "ABORTED"
+                else:
+                    inst.state = "ERROR"
+                    inst.message = redact(_one_line(exc))
+            if inst.state == "ERROR":
+                log.warning("instance %s (%s/%s) failed to start: %s", inst.id, inst.name, inst.version,
+                            inst.message)
             self._schedule()
             return
         with inst.lock:
@@ -190,7 +196,8 @@ class InstanceManager:
                 return inst
         if handle is not None:
             handle.stop()
-        else:  # being started: _start stops it once it is up
+        else:  # being started: it gives up at once where it can (models compiling, sources opening),
+            inst.stopping.set()  # else _start stops it once it is up
             deadline = time.monotonic() + 60
             while not inst.stopped and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -264,3 +264,31 @@ def test_a_stop_while_a_stream_read_as_a_file_opens_returns_at_once_and_starts_n
     finally:
         done.set()
         session.close()
+
+
+def test_a_stop_while_the_costs_are_measured_returns_at_once_and_keeps_the_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first start compiles and times every model before any source opens (seconds on a cold
+    cache); a stop meanwhile does not wait for that either, and leaves the plan as it was."""
+    from pipeline.session_plan import SessionPlanning
+
+    real, measuring = SessionPlanning._plan, threading.Event()
+
+    def slow_plan(self, sources, measure: bool = True):
+        if measure:
+            measuring.set()
+            time.sleep(10)
+        return real(self, sources, measure)
+
+    monkeypatch.setattr(SessionPlanning, "_plan", slow_plan)
+    session = _session(PACED, tmp_path)
+    plan = session.plan
+    try:
+        threading.Thread(target=lambda: measuring.wait(5) and session.stop(), daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(Stopped):
+            session.add_sources([str(make_clip(tmp_path / "clip.mp4", frames=10))])
+        assert time.monotonic() - t0 < 1.5
+        assert session.cameras() == [] and session.plan is plan
+    finally:
+        session.close()

@@ -193,6 +193,18 @@ def test_a_camera_that_is_down_says_why_in_its_status(client, tmp_path: Path) ->
     client.delete(f"/pipelines/{iid}")
 
 
+def test_stopping_an_instance_that_is_still_starting_answers_at_once(client, tmp_path: Path) -> None:
+    """A first start compiles and times the models (seconds); a stop meanwhile does not wait for it."""
+    iid = _start(client, tmp_path, name="counted/2", parameters={"infer.open_ms": 20_000})
+    time.sleep(0.5)  # inside the stage's open
+    assert client.get(f"/pipelines/status/{iid}").json()["state"] == "QUEUED"
+    t0 = time.monotonic()
+    stopped = client.delete(f"/pipelines/{iid}")
+    assert time.monotonic() - t0 < 3.0
+    assert stopped.status_code == 200 and stopped.json()["state"] == "ABORTED", stopped.text
+    assert stopped.json()["message"] == ""
+
+
 def test_stopping_an_instance_while_a_source_it_adds_opens_answers_both_at_once(live_server, tmp_path: Path) -> None:
     """``live: false`` opens an added stream in the request; stopping the instance meanwhile
     neither waits for the open timeout nor starts the camera."""
