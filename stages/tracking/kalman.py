@@ -20,6 +20,8 @@ import numpy as np
 
 __all__ = ["BoxKalman", "xyxy_to_state", "state_to_xyxy"]
 
+_WH = [2, 3, 2, 3, 2, 3, 2, 3]  # state components of w and h, in the order of the scales
+
 
 def xyxy_to_state(xyxy: np.ndarray) -> np.ndarray:
     """(N, 4) corners -> (N, 4) centre and size."""
@@ -31,8 +33,12 @@ def xyxy_to_state(xyxy: np.ndarray) -> np.ndarray:
 def state_to_xyxy(state: np.ndarray) -> np.ndarray:
     """(N, >=4) states -> (N, 4) corners (sizes below one pixel are raised to one)."""
     state = np.asarray(state, np.float64).reshape(len(state), -1)
-    half = np.maximum(state[:, 2:4], 1.0) / 2
-    return np.concatenate([state[:, :2] - half, state[:, :2] + half], axis=1)
+    half = np.maximum(state[:, 2:4], 1.0)
+    half *= 0.5
+    out = np.empty((len(state), 4))
+    np.subtract(state[:, :2], half, out=out[:, :2])
+    np.add(state[:, :2], half, out=out[:, 2:])
+    return out
 
 
 class BoxKalman:
@@ -48,13 +54,15 @@ class BoxKalman:
         self.meas_std = meas_std
         self.init_vel_std = init_vel_std
         self._measure = np.eye(4, 8)
+        self._step_t = np.eye(8)                 # the transition's transpose: x += vx, ...
+        self._step_t[4:, :4] = np.eye(4)
+        self._step = self._step_t.T.copy()
+        self._process_std = np.repeat([pos_std, vel_std], 4)  # per state component, times w, h, w, h, ...
 
     @staticmethod
-    def _scale(mean: np.ndarray) -> np.ndarray:
-        """(N, 4) pixel scale per measured component: w, h, w, h (at least one pixel)."""
-        w = np.maximum(mean[:, 2], 1.0)
-        h = np.maximum(mean[:, 3], 1.0)
-        return np.stack([w, h, w, h], axis=1)
+    def _scale(mean: np.ndarray, components: int = 4) -> np.ndarray:
+        """(N, ``components``) pixel scale per component: w, h, w, h, ... (at least one pixel)."""
+        return np.maximum(mean[:, _WH[:components]], 1.0)
 
     def initiate(self, xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """New boxes at rest, with a wide velocity uncertainty."""
@@ -71,15 +79,12 @@ class BoxKalman:
         """The boxes ``steps`` frames later (new arrays)."""
         if not len(mean) or steps <= 0:
             return mean.copy(), cov.copy()
-        step = np.eye(8)
-        step[:4, 4:] = np.eye(4)
-        idx = np.arange(8)
         for _ in range(steps):
-            s = self._scale(mean)
-            q = np.concatenate([self.pos_std * s, self.vel_std * s], axis=1) ** 2
-            mean = mean @ step.T
-            cov = step @ cov @ step.T
-            cov[:, idx, idx] += q
+            q = self._scale(mean, 8) * self._process_std
+            q **= 2
+            mean = mean @ self._step_t
+            cov = self._step @ cov @ self._step_t
+            cov.reshape(len(cov), 64)[:, ::9] += q  # the diagonals (cov is a new contiguous array)
         return mean, cov
 
     def update(self, mean: np.ndarray, cov: np.ndarray, xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
