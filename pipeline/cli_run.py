@@ -26,7 +26,7 @@ def cmd_run(args: argparse.Namespace, config_path: str) -> int:
     spec = cfg.get(args.name)
     sets = list(args.set)
     if args.device:
-        sets += _device_sets(args.device, spec)
+        sets += _device_sets(args.device, spec, on_this_machine=args.cluster is None)
     if args.overrides:
         from .overrides import apply_override_file
 
@@ -70,9 +70,10 @@ def cmd_run(args: argparse.Namespace, config_path: str) -> int:
     return EXIT_OK
 
 
-def _device_sets(device: str, spec: Any) -> list[str]:
-    """``--set STAGE.device=DEVICE`` for every stage that runs a model; a device that is not on
-    this machine, or a pipeline with no such stage, is refused before anything runs."""
+def _device_sets(device: str, spec: Any, on_this_machine: bool = True) -> list[str]:
+    """``--set STAGE.device=DEVICE`` for every stage that runs a model; a pipeline with no such
+    stage, or a device not on this machine when the run is to be here (``on_this_machine``; a
+    cluster's nodes have their own), is refused before anything runs."""
     from .engine import get_engine, validate_device
     from .devices import unavailable_reason
     from .registry import resolve_stage_type
@@ -85,7 +86,7 @@ def _device_sets(device: str, spec: Any) -> list[str]:
     if not names:
         raise CliError(f"--device {device}: pipeline {spec.name!r} runs no model (stages: "
                        f"{', '.join(st.name for st in spec.stages)}); leave it out")
-    if device.strip().upper() != "CPU":
+    if on_this_machine and device.strip().upper() != "CPU":
         reason = unavailable_reason(get_engine().core, device)
         if reason:
             raise CliError(f"--device {device}: {reason}")
