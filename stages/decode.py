@@ -34,6 +34,7 @@ from pipeline.stage import Params, SourceStage
 
 from .sources import (IMAGE_SUFFIXES, LOOP, VIDEO_SUFFIXES, FolderReader, Reader, SceneReader, SourceError,
                       VideoReader, is_live_uri)
+from .sources.pacing import Pacer, packet_time
 
 __all__ = ["Decode", "SourceError", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "LOOP", "Reconnect", "STATES"]
 
@@ -216,7 +217,7 @@ class Decode(SourceStage):
     def _file_units(self) -> Iterator[Any]:
         reader = self._reader
         assert reader is not None, "open() first"
-        pace = _Pacer(self.params.realtime)
+        pace = Pacer(self.params.realtime)
         while True:
             for unit in reader.units():
                 if self._reader is not reader:  # closed (and maybe opened again): this pass ends
@@ -263,10 +264,10 @@ class Decode(SourceStage):
             streaming = False
             # HLS arrives in bursts of whole segments; a player spreads them out at the
             # stream's rate, and so does this (a burst would overflow the newest-frames queue).
-            pace = _Pacer(getattr(self._reader, "segmented", False), max_gap_s=2.0)
+            pace = Pacer(getattr(self._reader, "segmented", False), max_gap_s=2.0)
             try:
                 for unit in self._reader.units():
-                    pace.wait(_packet_time(unit))
+                    pace.wait(packet_time(unit))
                     if not streaming:
                         # A camera is back when media arrives, not when the handshake succeeds: a
                         # server that answers and then sends nothing must back off and give up.
@@ -374,30 +375,3 @@ class Decode(SourceStage):
         self._decoder = new
         return flushed
 
-
-def _packet_time(packet: Any) -> float | None:
-    """A packet's own presentation time in seconds (no loop or reconnect offset)."""
-    ts = packet.pts if packet.pts is not None else packet.dts
-    return None if ts is None or packet.time_base is None else float(ts * packet.time_base)
-
-
-class _Pacer:
-    """Sleeps so that units leave at their presentation times (``realtime``).  With
-    ``max_gap_s``, a unit due later than that (timestamps jumped) restarts the schedule."""
-
-    def __init__(self, enabled: bool, max_gap_s: float | None = None) -> None:
-        self.enabled = enabled
-        self.max_gap_s = max_gap_s
-        self.start = time.monotonic()
-        self.first: float | None = None
-
-    def wait(self, ts: float | None) -> None:
-        if not self.enabled or ts is None:
-            return
-        if self.first is None:
-            self.first = ts
-        delay = (ts - self.first) - (time.monotonic() - self.start)
-        if self.max_gap_s is not None and (delay > self.max_gap_s or delay < -self.max_gap_s):
-            self.first, self.start = ts, time.monotonic()
-        elif delay > 0:
-            time.sleep(delay)
