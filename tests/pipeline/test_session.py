@@ -277,7 +277,7 @@ def test_a_stop_while_the_costs_are_measured_returns_at_once_and_keeps_the_plan(
     def slow_plan(self, sources, measure: bool = True):
         if measure:
             measuring.set()
-            time.sleep(10)
+            time.sleep(5)
         return real(self, sources, measure)
 
     monkeypatch.setattr(SessionPlanning, "_plan", slow_plan)

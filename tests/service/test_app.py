@@ -195,7 +195,7 @@ def test_a_camera_that_is_down_says_why_in_its_status(client, tmp_path: Path) ->
 
 def test_stopping_an_instance_that_is_still_starting_answers_at_once(client, tmp_path: Path) -> None:
     """A first start compiles and times the models (seconds); a stop meanwhile does not wait for it."""
-    iid = _start(client, tmp_path, name="counted/2", parameters={"infer.open_ms": 20_000})
+    iid = _start(client, tmp_path, name="counted/2", parameters={"infer.open_ms": 8_000})
     time.sleep(0.5)  # inside the stage's open
     assert client.get(f"/pipelines/status/{iid}").json()["state"] == "QUEUED"
     t0 = time.monotonic()

@@ -57,6 +57,28 @@ def test_a_looping_source_starts_its_later_passes_at_the_beginning(tmp_path: Pat
     assert got == [(3, 120), (4, 160), (5, 0), (6, 40), (7, 80), (8, 120), (9, 160)]
 
 
+def test_a_looping_video_says_which_units_start_a_new_decoder(tmp_path: Path) -> None:
+    """A video opened again for its next pass decodes with a new decoder, whose FFmpeg threads
+    the runtime hands to the decoder's priority rule; a folder's next pass decodes as before."""
+    clip = make_clip(tmp_path / "clip.mp4", frames=5)
+    with Decode(uri=str(clip), loop=True) as source:
+        units = []
+        for unit in source.units():
+            units.append(unit)
+            if len(units) == 13:
+                break
+    starts = [i for i, unit in enumerate(units) if source.starts_decoder(unit)]
+    assert starts == [5, 11], starts  # after each pass of 5 packets
+    assert not any(source.starts_decoder(u) for u in (None, "loop"))
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(folder / f"{i}.png"), np.zeros((8, 8, 3), np.uint8))
+    with Decode(uri=str(folder), loop=True) as images:
+        units = [u for _, u in zip(range(5), images.units())]
+    assert not any(images.starts_decoder(u) for u in units)
+
+
 def test_a_folder_frame_record_names_its_image_and_skips_an_unreadable_one(tmp_path: Path) -> None:
     from stages.records import vapipe_record
 
