@@ -31,6 +31,8 @@ class OutputClock:
         self.time_base = time_base
         self.fps = fps
         self.name = name
+        #: one nominal frame interval in ticks (at least 1)
+        self.step = max(1, round(1 / (Fraction(fps) * time_base)))
         self.use_ts = first.pts is not None and first.time_base is not None
         self._t0 = Fraction(first.pts) * Fraction(first.time_base) if self.use_ts else Fraction(0)  # type: ignore[arg-type]
         self._seq0 = first.seq
@@ -38,11 +40,6 @@ class OutputClock:
         self.last_pts: int | None = None
         self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
         self._repeat_logged = False
-
-    @property
-    def step(self) -> int:
-        """One nominal frame interval in ticks (at least 1)."""
-        return max(1, round(1 / (Fraction(self.fps) * self.time_base)))
 
     def next_pts(self, frame: Frame) -> int:
         """The timestamp for ``frame``, after :attr:`last_pts`."""
