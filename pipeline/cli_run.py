@@ -74,8 +74,8 @@ def _device_sets(device: str, spec: Any, on_this_machine: bool = True) -> list[s
     """``--set STAGE.device=DEVICE`` for every stage that runs a model; a pipeline with no such
     stage, or a device not on this machine when the run is to be here (``on_this_machine``; a
     cluster's nodes have their own), is refused before anything runs."""
-    from .engine import get_engine, validate_device
-    from .devices import unavailable_reason
+    from .devices import missing_here
+    from .engine import validate_device
     from .registry import resolve_stage_type
 
     try:
@@ -86,10 +86,9 @@ def _device_sets(device: str, spec: Any, on_this_machine: bool = True) -> list[s
     if not names:
         raise CliError(f"--device {device}: pipeline {spec.name!r} runs no model (stages: "
                        f"{', '.join(st.name for st in spec.stages)}); leave it out")
-    if on_this_machine and device.strip().upper() != "CPU":
-        reason = unavailable_reason(get_engine().core, device)
-        if reason:
-            raise CliError(f"--device {device}: {reason}")
+    reason = missing_here(device) if on_this_machine else None
+    if reason:
+        raise CliError(f"--device {device}: {reason}")
     return [f"{name}.device={device}" for name in names]
 
 

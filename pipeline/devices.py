@@ -13,7 +13,7 @@ from typing import Any
 
 from .ov_errors import ov_reason
 
-__all__ = ["named_devices", "unavailable_reason", "device_info", "list_devices", "resolve_device", "tiny_model",
+__all__ = ["named_devices", "unavailable_reason", "missing_here", "device_info", "list_devices", "resolve_device", "tiny_model",
            "format_devices", "KEY_PROPERTIES"]
 
 VIRTUAL = ("AUTO", "MULTI", "HETERO", "BATCH")
@@ -50,6 +50,16 @@ def unavailable_reason(core: Any, device: str) -> str | None:
         if not _present(name, available):
             return f"device {name} not available; available: {', '.join(available) or 'none'}"
     return None
+
+
+def missing_here(device: str) -> str | None:
+    """:func:`unavailable_reason` on this machine's OpenVINO runtime, started only for a
+    device other than the CPU (which is always present): for checks before a run."""
+    if device.strip().upper() in ("", "CPU"):
+        return None
+    from .engine import get_engine
+
+    return unavailable_reason(get_engine().core, device)
 
 
 def _value(v: Any) -> Any:

@@ -178,13 +178,12 @@ _STAGE_ERROR = re.compile(r"^request:\d+: pipeline '[^']*' stage '([^']*)': para
 def _check_devices(spec: PipelineSpec) -> None:
     """ConfigError naming the stage when a stage's ``device`` is not on this machine (a GPU on a
     server without one is refused with the request, not found missing once the instance starts)."""
-    from pipeline.devices import unavailable_reason
-    from pipeline.engine import get_engine
+    from pipeline.devices import missing_here
 
     for st in spec.stages:
         device = st.params.get("device")
-        if isinstance(device, str) and device.strip().upper() not in ("", "CPU"):
-            reason = unavailable_reason(get_engine().core, device)
+        if isinstance(device, str):
+            reason = missing_here(device)
             if reason:
                 raise ConfigError(f"request:0: pipeline {spec.name!r} stage {st.name!r}: parameter 'device': {reason}")
 
