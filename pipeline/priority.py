@@ -36,10 +36,11 @@ and as with every runtime's defaults (paired ratios 0.98 and 0.99 over 6 rounds)
 
 A decoder with more than one thread decodes on FFmpeg's frame threads, not on its own:
 those are its helpers (:meth:`YieldWhileAhead.add_helpers`) and are lowered and raised with
-it, the new ones of each new decoder too (a reconnect, a file's loop).  A thread takes its nice value from the thread that starts it, once; left at nice 0,
-the frame threads of a decoder that is ahead took their CPU from inference (``persons`` at
-1080p on a 2-core AMD EPYC Zen 5 with three frame threads: 0.936 times the rate of two,
-against 1.009 with the frame threads lowered too; 7 interleaved rounds each).
+it, the new ones of each new decoder too (a reconnect, a file's loop).  A thread takes its
+nice value from the thread that starts it, once; left at nice 0, the frame threads of a
+decoder that is ahead took their CPU from inference (``persons`` at 1080p on a 2-core AMD
+EPYC Zen 5 with three frame threads: 0.936 times the rate of two, against 1.009 with the
+frame threads lowered too; 7 interleaved rounds each).
 
 Thread nice values are per thread on Linux only; elsewhere this is a no-op.  The
 priority goes back up when the producer falls behind, if the process may raise it
@@ -57,6 +58,7 @@ import threading
 from typing import Iterable
 
 from .queues import BoundedQueue
+from .thread_cpu import thread_cpu_s
 
 __all__ = ["NICE_WHILE_AHEAD", "NiceGroup", "YieldWhileAhead", "thread_nice"]
 
@@ -73,11 +75,6 @@ def thread_nice(native_id: int | None = None) -> int:
     if not sys.platform.startswith("linux"):
         return 0
     return os.getpriority(os.PRIO_PROCESS, native_id if native_id is not None else threading.get_native_id())
-
-
-def _in_process(native_id: int) -> bool:
-    """Whether a thread of this process has that id (Linux; elsewhere: always)."""
-    return not sys.platform.startswith("linux") or os.path.exists(f"/proc/self/task/{native_id}")
 
 
 class NiceGroup:
@@ -200,7 +197,7 @@ class NiceGroup:
     def _add_helpers(self, member: "YieldWhileAhead", tids: Iterable[int]) -> None:
         with self._lock:
             # helpers of a decoder that was replaced have ended, and their ids may come back
-            member.helpers = {t: b for t, b in member.helpers.items() if _in_process(t)}
+            member.helpers = {t: b for t, b in member.helpers.items() if thread_cpu_s(t) is not None}
             new = {}
             for tid in tids:
                 if tid != member.tid and tid not in member.helpers:
