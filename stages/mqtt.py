@@ -197,8 +197,9 @@ class Publisher:
         self.host, self.port, self.availability = host, port, availability
         self.bound = params.buffer
         self.users = 0
-        self.produced = self.sent = self.dropped = self.handed = self.connects = 0
-        #: owner (a sink's tag) -> its produced, sent and dropped messages
+        self.handed = self.connects = 0
+        #: owner (a sink's tag, None for untagged messages) -> its produced, sent and dropped
+        #: messages; the connection's are their sums
         self._by_owner: dict[object, dict[str, int]] = {}
         self._buf: deque[tuple[str, bytes, int, object]] = deque()
         self._own_mids: set[int] = set()
@@ -270,21 +271,18 @@ class Publisher:
                 self._count(self._mid_owner.pop(mid), "sent")
             else:  # the sender thread has not recorded whose it was yet
                 self._acked_early.add(mid)
-            self.sent += 1
 
-    def _count(self, owner: object, outcome: str, n: int = 1) -> None:
+    def _count(self, owner: object, outcome: str) -> None:
         counts = self._by_owner.setdefault(owner, {"produced": 0, "sent": 0, "dropped": 0})
-        counts[outcome] += n
+        counts[outcome] += 1
 
     # producers (camera threads) ------------------------------------------------------------
     def offer(self, topic: str, payload: str, qos: int, owner: object = None) -> None:
         """Queue a message; never blocks (a full buffer drops it and counts it).  ``owner``
         tags it in :meth:`counters` (None: counted for the connection only)."""
         with self._cond:
-            self.produced += 1
             self._count(owner, "produced")
             if len(self._buf) >= self.bound:
-                self.dropped += 1
                 self._count(owner, "dropped")
                 return
             self._buf.append((topic, payload.encode("utf-8"), qos, owner))
@@ -304,7 +302,6 @@ class Publisher:
             except ValueError as exc:  # a topic the client refuses: drop that message, keep sending
                 with self._cond:
                     self._buf.popleft()
-                    self.dropped += 1
                     self._count(owner, "dropped")
                 log.warning("MQTT: message to %r dropped: %s", topic, exc)
                 continue
@@ -328,8 +325,8 @@ class Publisher:
         with self._cond:
             link = {"connected": int(self._connected), "connects": self.connects}
             if owner is None:
-                return {"produced": self.produced, "sent": self.sent, "dropped": self.dropped,
-                        "buffered": len(self._buf), **link}
+                total = {k: sum(c[k] for c in self._by_owner.values()) for k in ("produced", "sent", "dropped")}
+                return {**total, "buffered": len(self._buf), **link}
             own = self._by_owner.get(owner, {"produced": 0, "sent": 0, "dropped": 0})
             return {**own, "buffered": sum(1 for m in self._buf if m[3] is owner), **link}
 
@@ -363,6 +360,5 @@ class Publisher:
             for message in self._buf:  # lost with the close: counted as the buffer's overflow is
                 self._count(message[3], "dropped")
             self._buf.clear()
-            self.dropped += left
         if left:
             log.warning("MQTT %s:%d: %d messages not sent before close", self.host, self.port, left)
