@@ -122,7 +122,7 @@ class Session(SessionPlanning):
                 raise ValueError(f"{len(own)} per-source overrides for {len(uris)} sources")
             ids = list(ids) if ids is not None else source_ids(uris, taken)
             try:
-                opts = replace(self.opts, overrides=self._revise_plan(uris, self._stopping))
+                opts = replace(self.opts, overrides=self._revise_plan(uris))
             except Stopped:
                 raise Stopped("the run was stopped while its sources opened") from None
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)

@@ -15,7 +15,7 @@ log = logging.getLogger("vapipe")
 class SessionPlanning:
     """Planning of a session; the session provides ``graph``, ``opts``, ``costs``, ``plan``,
     ``plan_note``, ``process_wide``, ``_overrides``, ``_restore_global``, ``_cameras``,
-    ``_live_ids()`` and ``_alive()``."""
+    ``_live_ids()``, ``_alive()`` and ``_stopping()``."""
 
     graph: Any
     opts: Any
@@ -33,6 +33,9 @@ class SessionPlanning:
     def _alive(self, source_id: str) -> bool:
         raise NotImplementedError  # the session's: whether that camera still runs
 
+    def _stopping(self) -> bool:
+        raise NotImplementedError  # the session's: whether it was told to stop
+
     def _plan(self, sources: int | list[str], measure: bool = True) -> Any:
         from .threads import plan_for_graph
 
@@ -44,20 +47,17 @@ class SessionPlanning:
 
         return plan_overrides(plan, self.graph, self.opts.overrides)
 
-    def _revise_plan(self, new_uris: list[str], stopping: Callable[[], bool] | None = None) -> dict[str, dict[str, Any]]:
+    def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
         """The plan for the running sources and ``new_uris``; overrides for cameras added now.
         Running cameras take the new plan's inference settings before their next frame
         (:meth:`pipeline.stage.InferStage.reconfigure`; their frames in flight finish on the old
-        compiled model), so every camera shares the newly compiled models.  With ``stopping``,
-        :class:`~pipeline.left_readers.Stopped` comes at once when it turns true while the costs
-        are measured (a first start compiles and times every model: seconds); nothing changes then."""
-        uris = [self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris)
-        if stopping is None:
-            plan = self._plan(uris)
-        else:
-            from .left_readers import run_unless_stopped
+        compiled model), so every camera shares the newly compiled models.  A stop while the
+        costs are measured (a first start compiles and times every model: seconds) raises
+        :class:`~pipeline.left_readers.Stopped` at once; nothing changes then."""
+        from .left_readers import run_unless_stopped
 
-            plan = run_unless_stopped(lambda: self._plan(uris), stopping, lambda _plan: None)
+        uris = [self._cameras[sid].uri for sid in self._live_ids()] + list(new_uris)
+        plan = run_unless_stopped(lambda: self._plan(uris), self._stopping, lambda _plan: None)
         fresh = self._plan_overrides(plan)
         changed = sorted(n for n in plan.infer if plan.infer.get(n) != self.plan.infer.get(n)
                          or plan.requests.get(n) != self.plan.requests.get(n))
