@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["ANCHORS", "Anchor", "anchors", "cross_sides", "signed_distance", "inside_polygon", "segments_cross",
-           "box_touches_segment", "self_intersection"]
+__all__ = ["ANCHORS", "Anchor", "anchors", "box_sides", "signed_distance", "inside_polygon", "segments_cross",
+           "self_intersection"]
 
 Anchor = Literal["bottom_center", "center", "top_center", "bottom_left", "bottom_right"]
 #: where on its box an object is: fraction of the box width and height from its top-left corner
@@ -36,10 +36,15 @@ def signed_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndar
     return (d[0] * q[:, 1] - d[1] * q[:, 0]) / np.hypot(d[0], d[1])
 
 
-def cross_sides(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,) +1 for points on the right of the directed line a -> b as seen on screen (y down),
-    -1 on its left, 0 on it."""
-    return np.sign(signed_distance(points, a, b)).astype(np.int64)
+def box_sides(boxes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) +1 for (N, 4) boxes wholly on the right of the directed line through a and b as seen
+    on screen (y down), -1 wholly on its left, 0 for boxes that meet the line (anywhere along it,
+    also beyond the segment's ends)."""
+    x1, y1, x2, y2 = np.asarray(boxes, np.float64).reshape(-1, 4).T
+    corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1), np.stack([x1, y2], 1),
+                        np.stack([x2, y2], 1)], axis=1)
+    d = signed_distance(corners.reshape(-1, 2), a, b).reshape(-1, 4)
+    return np.where((d > 0).all(axis=1), 1, np.where((d < 0).all(axis=1), -1, 0)).astype(np.int64)
 
 
 def inside_polygon(points: np.ndarray, polygon: np.ndarray, tolerance: float = 1e-6) -> np.ndarray:
@@ -79,27 +84,6 @@ def segments_cross(p1: np.ndarray, p2: np.ndarray, q1: np.ndarray, q2: np.ndarra
         return d == 0 and min(a[0], b[0]) <= c[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= c[1] <= max(a[1], b[1])
 
     return on(q1, q2, p1, d1) or on(q1, q2, p2, d2) or on(p1, p2, q1, d3) or on(p1, p2, q2, d4)
-
-
-def box_touches_segment(box: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
-    """True if the segment a-b meets the box (Liang-Barsky clipping)."""
-    x1, y1, x2, y2 = (float(v) for v in box)
-    a = np.asarray(a, np.float64)
-    d = np.asarray(b, np.float64) - a
-    t0, t1 = 0.0, 1.0
-    for p, q in ((-d[0], a[0] - x1), (d[0], x2 - a[0]), (-d[1], a[1] - y1), (d[1], y2 - a[1])):
-        if p == 0:
-            if q < 0:
-                return False
-            continue
-        t = q / p
-        if p < 0:
-            t0 = max(t0, t)
-        else:
-            t1 = min(t1, t)
-        if t0 > t1:
-            return False
-    return True
 
 
 def self_intersection(polygon: np.ndarray) -> tuple[int, int] | None:

@@ -16,12 +16,16 @@ on one object, and a count, a filter and an exit must not follow every flicker.
   (dwell time, from the first frame of the run that made it enter).
 * **Lines** (directed segments A -> B): a crossing is counted once when the
   object has moved to the other side of the line and stayed there for
-  ``min_frames`` frames, and its anchor's way from the last position on the old
-  side to the first on the new side passes through the segment (not beyond its
-  ends).  The side is the anchor's, and an anchor within ``margin`` of the line
-  counts for neither (``trigger: anchor``); with ``trigger: box`` the whole box
-  must be on one side, and frames where it touches the segment count for
-  neither.  Going back before ``min_frames`` counts nothing (jitter).
+  ``min_frames`` frames, and the anchor's latest step across the line (continued
+  past the segment's ends; margin ignored) passes through the segment.  The side
+  is the anchor's, and an anchor within ``margin`` of the line counts for neither
+  (``trigger: anchor``); with ``trigger: box`` the whole box must be on one side,
+  and frames where it meets the line, anywhere along it, count for neither.
+  Going back before ``min_frames`` counts nothing (jitter).
+
+Boxes the tracker predicted (``attributes["predicted"]``: no detection on that
+frame) count toward ``inertia`` and ``min_frames`` but never complete an entry,
+an exit or a crossing; the next frame on which the object was detected does.
   Direction ``in``: from the left of A -> B to its right as seen on screen
   (y down); ``out`` the other way.
 
@@ -49,7 +53,7 @@ from pipeline.stage import Stage
 
 from ._label_watch import LabelWatch
 from .annotate import Shape
-from .regions import Anchor, anchors, box_touches_segment, cross_sides, inside_polygon, segments_cross, \
+from .regions import Anchor, anchors, box_sides, inside_polygon, segments_cross, \
     self_intersection, signed_distance
 
 __all__ = ["Zones", "ZoneSpec", "LineSpec"]
@@ -77,7 +81,8 @@ class ZoneSpec(BaseModel):
         if crossing is not None:
             i, j = crossing
             raise ValueError(f"the polygon intersects itself (edge {i}-{i + 1} crosses edge {j}-{(j + 1) % len(v)})")
-        if np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1]) == 0:
+        twice_area = np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1])
+        if abs(twice_area) <= 1e-9 * float(np.ptp(v, axis=0).max()) ** 2:  # float rounding of points on one line
             raise ValueError("the polygon has no area (its points lie on one line)")
         return points
 
@@ -102,9 +107,10 @@ class LineSpec(BaseModel):
 @dataclass
 class _LineState:
     side: int = 0                     # established side: +1 right of A -> B, -1 left, 0 not yet known
-    last: np.ndarray | None = None    # anchor on the established side, latest
     pending: int = 0                  # frames in a row on the other side
-    first_new: np.ndarray | None = None
+    raw: int = 0                      # the anchor's side of the line's full length (margin ignored), latest
+    raw_point: np.ndarray | None = None   # ... and where it was then
+    step: tuple[np.ndarray, np.ndarray] | None = None  # the anchor's latest move across the full line
 
 
 @dataclass
@@ -243,6 +249,8 @@ class _Source:
         labels = [self._track_label(tid, str(dets.label[i])) for tid, i in zip(ids, tracked)]
         boxes = dets.xyxy[tracked].reshape(-1, 4).astype(np.float64)
         points = anchors(boxes, self.params.anchor)
+        # boxes the tracker predicted (no detection on this frame) may hold a change, not make one
+        detected = [not dets.attributes[i].get("predicted", False) for i in tracked]
         w, h = self.size
         mx, my = max(EDGE * w, 2.0), max(EDGE * h, 2.0)  # detectors cut boxes off a few pixels short
         at_edge = (boxes[:, 0] <= mx) | (boxes[:, 1] <= my) | (boxes[:, 2] >= w - mx) | (boxes[:, 3] >= h - my)
@@ -253,19 +261,20 @@ class _Source:
                 counts = wanted is None or labels[k] in wanted
                 if counts or (name, tid) in self.zone_states:  # a label no longer wanted: outside
                     events += self._zone_step(name, tid, labels[k], counts and bool(inside[k]), bool(at_edge[k]),
-                                              frame, t, dets.attributes[tracked[k]])
+                                              detected[k], frame, t, dets.attributes[tracked[k]])
         events += self._left_the_picture(set(ids), frame)
         for name, (a, b) in self.lines.items():
             wanted = self.params.lines[name].labels
+            distance = signed_distance(points, a, b)
+            raw = np.sign(distance).astype(np.int64)
             if self.params.trigger == "anchor":
-                distance = signed_distance(points, a, b)
-                sides = np.where(np.abs(distance) < self.margin, 0, np.sign(distance)).astype(np.int64)
+                sides = np.where(np.abs(distance) < self.margin, 0, raw)
             else:
-                sides = cross_sides(points, a, b)
-                sides[[box_touches_segment(box, a, b) for box in boxes]] = 0
+                sides = box_sides(boxes, a, b)
             for k, tid in enumerate(ids):
                 if wanted is None or labels[k] in wanted:
-                    events += self._line_step(name, tid, labels[k], int(sides[k]), points[k], frame)
+                    events += self._line_step(name, tid, labels[k], int(sides[k]), int(raw[k]), points[k],
+                                              detected[k], frame)
         return events
 
     def _track_label(self, tid: int, label: str) -> str:
@@ -287,8 +296,8 @@ class _Source:
                 events.append(self._event("zone_exit", "zone", zone, tid, st.label, frame))
         return events
 
-    def _zone_step(self, name: str, tid: int, label: str, raw: bool, at_edge: bool, frame: Frame, t: float,
-                   attributes: dict[str, Any]) -> list[dict[str, Any]]:
+    def _zone_step(self, name: str, tid: int, label: str, raw: bool, at_edge: bool, detected: bool, frame: Frame,
+                   t: float, attributes: dict[str, Any]) -> list[dict[str, Any]]:
         st = self.zone_states.setdefault((name, tid), _ZoneState())
         st.last_seen, st.at_edge, st.missing = t, at_edge, 0
         if not st.inside:
@@ -300,7 +309,7 @@ class _Source:
             if st.run == 0:
                 st.run_start = t
             st.run += 1
-            if st.run >= self.params.inertia:
+            if st.run >= self.params.inertia and detected:
                 st.inside, st.run = raw, 0
                 if raw:
                     st.since = st.run_start
@@ -309,22 +318,26 @@ class _Source:
             attributes.setdefault("zones", {})[name] = round(t - st.since, 3)
         return events
 
-    def _line_step(self, name: str, tid: int, label: str, side: int, point: np.ndarray,
-                   frame: Frame) -> list[dict[str, Any]]:
+    def _line_step(self, name: str, tid: int, label: str, side: int, raw: int, point: np.ndarray,
+                   detected: bool, frame: Frame) -> list[dict[str, Any]]:
+        """``side``: where the object is for counting (0: neither); ``raw``: its anchor's side of
+        the line's full length, margin ignored, which tells where it went across."""
         st = self.line_states.setdefault((name, tid), _LineState())
+        if raw != 0:
+            if st.raw != 0 and raw != st.raw:
+                st.step = (st.raw_point, point.copy())
+            st.raw, st.raw_point = raw, point.copy()
         if side == 0:  # on the line: neither side
             return []
         if st.side == 0 or side == st.side:
-            st.side, st.last, st.pending = side, point.copy(), 0
+            st.side, st.pending = side, 0
             return []
-        if st.pending == 0:
-            st.first_new = point.copy()
         st.pending += 1
-        if st.pending < self.params.min_frames:
+        if st.pending < self.params.min_frames or not detected:
             return []
         a, b = self.lines[name]
-        through = segments_cross(st.last, st.first_new, a, b)
-        st.side, st.last, st.pending = side, point.copy(), 0
+        through = st.step is not None and segments_cross(*st.step, a, b)
+        st.side, st.pending = side, 0
         if not through:  # went round an end of the segment
             return []
         return [self._event("line_cross", "line", name, tid, label, frame, "in" if side > 0 else "out")]

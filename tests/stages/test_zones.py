@@ -26,8 +26,10 @@ def box_at(x: float, y: float, w: float = 20, h: float = 30) -> list[float]:
 
 
 def run(zones: Zones, tracks: dict[int, list[list[float] | None]], labels: dict[int, str] | None = None,
-        ended: dict[int, list[int]] | None = None) -> tuple[list[dict], list[Frame]]:
-    """Feed scripted tracks (per track id, a box per frame or None) and collect the events."""
+        ended: dict[int, list[int]] | None = None, predicted: set[int] = frozenset()
+        ) -> tuple[list[dict], list[Frame]]:
+    """Feed scripted tracks (per track id, a box per frame or None) and collect the events; on the
+    frames in ``predicted`` every box is the tracker's prediction (no detection ran)."""
     n = max(len(v) for v in tracks.values())
     events, frames = [], []
     for s in range(n):
@@ -35,7 +37,8 @@ def run(zones: Zones, tracks: dict[int, list[list[float] | None]], labels: dict[
         f = Frame.from_image(IMAGE, "cam", s, pts=s, time_base=Fraction(1, 10))
         f.detections = Detections(xyxy=np.array([tracks[t][s] for t in ids], np.float32).reshape(-1, 4),
                                   score=[0.9] * len(ids), label=[(labels or {}).get(t, "person") for t in ids],
-                                  track_id=ids)
+                                  track_id=ids, attributes=[{"predicted": True} if s in predicted else {}
+                                                            for _ in ids])
         if ended and s in ended:
             f.attrs[("track", TRACKS_ENDED)] = ended[s]
         f = zones(f)
@@ -87,6 +90,20 @@ def test_with_trigger_box_frames_where_the_box_straddles_the_line_do_not_count()
     assert [(e["track_id"], e["seq"]) for e in events] == [(1, 10)]  # clear below from y = 190 (frame 9)
 
 
+def test_with_trigger_box_a_box_across_the_line_beyond_an_end_is_on_neither_side() -> None:
+    # a tall box walking down and right past the end B = (300, 150): its feet cross y = 150 at x = 265,
+    # within the segment, while its top stays above the line until y = 250
+    walk = [(220, 110), (240, 130), (265, 150), (290, 170), (315, 190), (330, 200), (345, 210)]
+    tall = [[x - 10, y - 100, x + 10, y] for x, y in walk]
+    with Zones(lines=LINE, min_frames=2, trigger="box") as z:
+        events, _ = run(z, {1: tall})
+    assert crossings(events) == []
+    clear = tall + [[x - 10, y - 100, x + 10, y] for x, y in [(350, 255), (352, 265), (354, 275), (356, 285)]]
+    with Zones(lines=LINE, min_frames=2, trigger="box") as z:
+        events, _ = run(z, {1: clear})
+    assert [(e["track_id"], e["direction"], e["seq"]) for e in events] == [(1, "in", 8)]  # clear from frame 7
+
+
 def test_an_object_larger_than_its_way_past_the_line_is_counted_by_its_anchor() -> None:
     # people seen close up: boxes 200 px tall, never clear of the line; their feet cross it
     big = [[190, y - 200, 210, y] for y in range(110, 300, 15)]
@@ -129,6 +146,35 @@ def test_crossings_outside_the_segments_ends_do_not_count() -> None:
                             3: path([(x, 100 + 10 * k) for k, x in enumerate(range(20, 260, 20))])})
     # 1 and 2 pass beyond the ends; 3 walks diagonally and passes through the segment
     assert crossings(events) == [(3, "in")]
+
+
+def test_a_crossing_counts_where_the_anchor_went_across_not_where_it_left_the_margin() -> None:
+    # close to the line (within the 7.5 px margin) inside the segment, along it on the near side,
+    # then across it at x = 355, beyond the end B = (300, 150)
+    along = [(200, 130), (210, 140)] + [(x, 146) for x in range(220, 360, 10)]
+    with Zones(lines=LINE, min_frames=2) as z:
+        events, _ = run(z, {1: path(along + [(360, 165), (365, 175), (370, 185)])})
+    assert crossings(events) == []
+    with Zones(lines=LINE, min_frames=2) as z:  # the same, going across at x = 285: through the segment
+        events, _ = run(z, {1: path(along[:9] + [(285, 165), (285, 175), (285, 185)])})
+    assert crossings(events) == [(1, "in")]
+
+
+def test_predicted_boxes_hold_a_crossing_or_a_zone_change_until_a_detection_confirms_it() -> None:
+    # detection on every 4th frame; the tracker's predictions carry the object on past the line
+    # (y = 150) and into the lower zone while it has in fact stopped at y = 140
+    ys = [100, 110, 120, 130, 140, 160, 170, 180, 140, 150, 160, 170, 140]
+    predicted = {s for s in range(len(ys)) if s % 4}
+    zone = {"low": {"points": [[0, 0.5], [1, 0.5], [1, 1], [0, 1]]}}
+    with Zones(lines=LINE, zones=zone, min_frames=2, inertia=2) as z:
+        events, _ = run(z, {1: path([(200, y) for y in ys])}, predicted=predicted)
+    assert events == []
+    # detected on the far side at frame 8: the crossing counts there, and the zone entry too
+    ys = [100, 110, 120, 130, 140, 160, 170, 180, 190, 200]
+    with Zones(lines=LINE, zones=zone, min_frames=2, inertia=2) as z:
+        events, _ = run(z, {1: path([(200, y) for y in ys])}, predicted={s for s in range(len(ys)) if s % 4})
+    assert [(e["event"], e["direction"], e["seq"]) for e in events] == [("zone_enter", "in", 8),
+                                                                         ("line_cross", "in", 8)]
 
 
 def test_two_objects_crossing_together_are_both_counted() -> None:
@@ -260,6 +306,7 @@ def test_events_and_occupancy_reach_the_json_lines(tmp_path: Path) -> None:
     ({"zones": {"a": {"points": [[0, 0], [1, 1]]}}}, r"'zones.a.points': a polygon needs at least 3 points, got 2"),
     ({"zones": {"a": {"points": [[0, 0], [1, 1], [1, 0], [0, 1]]}}}, r"'zones.a.points': the polygon intersects "
      r"itself \(edge 0-1 crosses edge 2-3\)"),
+    ({"zones": {"a": {"points": [[0.1, 0.3], [0.2, 0.6], [0.3, 0.9]]}}}, r"'zones.a.points': the polygon has no area"),
     ({"lines": {"l": {"points": [[0.5, 0.5], [0.5, 0.5]]}}}, r"'lines.l.points': the line has zero length"),
     ({"lines": {"l": {"points": [[0.5, 0.5], [1.5, 0.5]]}}}, r"lines.l.points\[1\] = \[1.5, 0.5\] is outside the "
      r"frame \(fractions must be in \[0, 1\]; for pixels set units: px\)"),
