@@ -136,7 +136,8 @@ class ModelDetector(DetectorAdapter):
         self.labels = self._resolve_labels(settings.get("labels"))
         classes = settings.get("classes")
         where = f"classes for model {info.path}"
-        ids = None if classes is None else class_ids_for(classes, self.labels, where, self.num_names() or None)
+        ids = None if classes is None else class_ids_for(classes, self.labels, where, self.num_names() or None,
+                                                         getattr(self, "_label_offset", 0))
         self.keep_classes = None if ids is None else np.asarray(ids, np.int64)
         self._names = np.array([self.name_of(i) for i in range(self.num_names())], dtype=object)
 

@@ -74,8 +74,9 @@ def label_name(labels: Sequence[str] | None, class_id: int) -> str:
 
 
 def class_ids_for(wanted: Sequence[str | int], labels: Sequence[str] | None, where: str,
-                  count: int | None = None) -> list[int]:
-    """Class ids of ``wanted`` names (or ids); an unknown name, or an id outside 0..``count``-1
+                  count: int | None = None, first_id: int = 0) -> list[int]:
+    """Class ids of ``wanted`` names (or ids), ``labels[0]`` naming class ``first_id`` (1 when the
+    names leave out a background class 0); an unknown name, or an id outside 0..``count``-1
     when the model's class count is known, is a one-line error naming the valid ones."""
     out = []
     for item in wanted:
@@ -86,7 +87,7 @@ def class_ids_for(wanted: Sequence[str | int], labels: Sequence[str] | None, whe
             continue
         text = str(item)
         if labels is not None and text in labels:
-            out.append(labels.index(text))
+            out.append(labels.index(text) + first_id)
         elif text.startswith("#") and text[1:].isdigit():
             out.append(int(text[1:]))
         else:

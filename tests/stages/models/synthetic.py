@@ -2,7 +2,8 @@
 
 ``constant_model`` answers every input with fixed output tensors (the decoders' input
 is then known exactly); ``identity_model`` returns its (preprocessed) input, so a test
-can read what the engine fed the model.
+can read what the engine fed the model; ``detection_output_model`` is an SSD ending in a
+real ``DetectionOutput`` op.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import openvino as ov
 import yaml
+from openvino import opset8
 from openvino import opset13 as ops
 
-__all__ = ["constant_model", "identity_model", "yolo_head", "write_onnx"]
+__all__ = ["constant_model", "identity_model", "detection_output_model", "yolo_head", "write_onnx"]
 
 
 def _input(shape: Sequence[int], name: str) -> Any:
@@ -58,6 +60,25 @@ def identity_model(path: Path, input_shape: Sequence[int] = (1, 3, 48, 64), name
     out = ops.multiply(image, ops.constant(np.float32(1)))
     out.output(0).get_tensor().set_names({"same"})
     return _save(ov.Model([out], [image], "identity"), path, None)
+
+
+def detection_output_model(path: Path, scores: Sequence[float], batch: int = 1) -> Path:
+    """An IR on a [``batch``, 3, 32, 32] input ``data`` (-1: dynamic batch) ending in an opset-8
+    ``DetectionOutput`` (class 0 the background) with one prior, [0.25, 0.25, 0.75, 0.5]
+    (normalised corners), zero offsets and the class ``scores``."""
+    image = _input([batch, 3, 32, 32], "data")
+    per_image = ops.reshape(ops.reduce_mean(image, ops.constant([1, 2, 3]), True),
+                            ops.constant(np.array([-1, 1], np.int64)), False)
+    zero = ops.multiply(per_image, ops.constant(np.float32(0)))
+    loc = ops.add(ops.constant(np.zeros((1, 4), np.float32)), zero)
+    conf = ops.add(ops.constant(np.asarray([scores], np.float32)), zero)
+    priors = ops.constant(np.array([[0.25, 0.25, 0.75, 0.5], [0.1, 0.1, 0.2, 0.2]], np.float32).reshape(1, 2, 4))
+    attrs = {"keep_top_k": [10], "nms_threshold": 0.45, "background_label_id": 0, "top_k": 10,
+             "share_location": True, "code_type": "caffe.PriorBoxParameter.CENTER_SIZE", "normalized": True,
+             "confidence_threshold": 0.01, "variance_encoded_in_target": False}
+    out = opset8.detection_output(loc, conf, priors, attrs)
+    out.output(0).get_tensor().set_names({"detection_out"})
+    return _save(ov.Model([out], [image], "detection_output"), path, None)
 
 
 def yolo_head(boxes_xywh: Sequence[Sequence[float]], scores: Sequence[Sequence[float]], anchors: int,

@@ -13,7 +13,9 @@ import stages.detect
 from pipeline.frame import Detections, Frame
 from stages.detect import Detect, detector_adapter
 from stages.models.base import DetectorAdapter
-from tests.stages.models.synthetic import constant_model, identity_model, yolo_head
+from stages.models.labels import LabelsError
+from tests.stages.models.synthetic import constant_model, detection_output_model, identity_model, yolo_head
+from tests.stages.models.test_yolo import detect
 
 CELLS = 48 // 8 * 8 + 48 // 16 * 4 + 48 // 32 * 2  # 48x64 input
 
@@ -76,3 +78,15 @@ def test_both_resize_routes_pad_with_the_family_value(tmp_path: Path, monkeypatc
         np.testing.assert_allclose(got[pad], 114 / 255, atol=1e-6)
         np.testing.assert_allclose(got[rows][..., 2], 10 / 255, atol=1e-6)  # BGR frame -> RGB model
     assert np.abs(host[rows] - engine[rows]).mean() < 2 / 255  # both bilinear, from the same pixels
+
+
+def test_class_names_select_the_ids_they_name_when_the_labels_leave_out_the_background(tmp_path: Path) -> None:
+    """An SSD of 3 classes (0: background) named [a, b]: a is class 1, b class 2."""
+    path = detection_output_model(tmp_path / "do.xml", [0.1, 0.2, 0.7])
+    ssd = detector_adapter(Detect.Params(model=str(path), labels=["a", "b"], classes=["b", "a", 0, "#2"]))
+    assert ssd.keep_classes.tolist() == [2, 1, 0, 2]
+    dets = detect(path, width=64, height=64, threshold=0.5, labels=["a", "b"], classes=["b"])
+    assert dets.class_id.tolist() == [2] and dets.label.tolist() == ["b"]
+    assert len(detect(path, width=64, height=64, threshold=0.5, labels=["a", "b"], classes=["a"])) == 0
+    with pytest.raises(LabelsError, match=r"'c' is not a label of this model; labels: a, b$"):
+        detector_adapter(Detect.Params(model=str(path), labels=["a", "b"], classes=["c"]))

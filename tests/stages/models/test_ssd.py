@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import openvino as ov
 import pytest
-from openvino import opset13 as ops
 
-from tests.stages.models.synthetic import constant_model
+from tests.stages.models.synthetic import constant_model, detection_output_model
 from tests.stages.models.synthetic import yolo_head
 from stages.detect import Detect
 from tests.stages.models.test_yolo import CELLS_64, detect, frame
@@ -85,19 +83,7 @@ def test_a_one_class_yolo_head_rows_last_is_not_read_as_boxes(tmp_path: Path) ->
 
 def test_a_real_detection_output_op_gives_its_class_count(tmp_path: Path) -> None:
     """A DetectionOutput op (one prior, zero offsets): its num_classes checks the labels."""
-    image = ops.parameter([1, 3, 32, 32], np.float32, name="data")
-    zero = ops.multiply(ops.reduce_mean(image, ops.constant([0, 1, 2, 3]), False), ops.constant(np.float32(0)))
-    loc = ops.add(ops.constant(np.zeros((1, 4), np.float32)), zero)
-    conf = ops.add(ops.constant(np.array([[0.1, 0.2, 0.7]], np.float32)), zero)
-    priors = ops.constant(np.array([[[0.25, 0.25, 0.75, 0.5]], [[0.1, 0.1, 0.2, 0.2]]], np.float32).reshape(1, 2, 4))
-    attrs = {"keep_top_k": [10], "nms_threshold": 0.45, "background_label_id": 0, "top_k": 10,
-             "share_location": True, "code_type": "caffe.PriorBoxParameter.CENTER_SIZE", "normalized": True,
-             "confidence_threshold": 0.01, "variance_encoded_in_target": False}
-    from openvino import opset8
-
-    out = opset8.detection_output(loc, conf, priors, attrs)
-    out.output(0).get_tensor().set_names({"detection_out"})
-    ov.save_model(ov.Model([out], [image]), str(tmp_path / "do.xml"))
+    detection_output_model(tmp_path / "do.xml", [0.1, 0.2, 0.7])
     dets = detect(tmp_path / "do.xml", width=64, height=64, threshold=0.5, labels=["bg", "a", "b"])
     assert dets.label.tolist() == ["b"]
     np.testing.assert_allclose(dets.xyxy, [[16, 16, 48, 32]], atol=1e-3)
