@@ -151,14 +151,15 @@ def _describe(path: Path, model: Any) -> ModelInfo:
 
 def _detection_output_attrs(node: Any) -> dict[str, Any]:
     """A DetectionOutput op's attributes, with ``num_classes`` (opset 8 no longer stores it:
-    it is the class scores per prior box, from the shapes of the op's inputs)."""
+    it is the class scores per prior box, from the last dimension of its scores and priors
+    inputs, whatever the batch)."""
     try:
         attrs = dict(node.get_attributes())
         if "num_classes" not in attrs:
             scores, priors = node.input_value(1).get_partial_shape(), node.input_value(2).get_partial_shape()
-            if scores.is_static and priors.is_static:
-                boxes = priors.to_shape()[-1] // 4
-                per_batch = scores.to_shape()[1]
+            if scores.rank.is_static and priors.rank.is_static and scores[-1].is_static and priors[-1].is_static:
+                boxes = priors[-1].get_length() // 4
+                per_batch = scores[-1].get_length()
                 if boxes > 0 and per_batch % boxes == 0:
                     attrs["num_classes"] = per_batch // boxes
         return attrs

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stages.models.model_info import ModelInfoError, read_model_info
-from tests.stages.models.synthetic import constant_model, write_onnx
+from tests.stages.models.synthetic import constant_model, detection_output_model, write_onnx
 
 pytest.importorskip("onnx", reason="needs the onnx package (test extra) to write ONNX files")
 
@@ -67,3 +67,11 @@ def test_names_with_gaps_are_an_error(tmp_path: Path) -> None:
     path = constant_model(tmp_path / "x" / "m.xml", {"o": np.zeros((1, 6, 84))}, ultralytics={"names": {0: "a", 2: "b"}})
     with pytest.raises(ModelInfoError, match=r"metadata.yaml: names: class ids must be 0..1"):
         read_model_info(path)
+
+
+@pytest.mark.parametrize("batch", [1, -1])
+def test_an_opset8_detection_output_gives_its_class_count_whatever_the_batch(tmp_path: Path, batch: int) -> None:
+    """Scores [batch, 1 prior x 3 classes]: 3 classes, with the batch fixed or dynamic."""
+    info = read_model_info(detection_output_model(tmp_path / "do.xml", [0.1, 0.2, 0.7], batch=batch))
+    assert info.outputs[0].op.startswith("DetectionOutput")
+    assert info.outputs[0].op_attrs.get("num_classes") == 3
