@@ -28,6 +28,7 @@ class PreprocessSettings(Params):
         None, description="subtracted per channel (model's colour order, 0..255 units), 1 or 3 values")
     scale_values: list[float] | None = Field(
         None, description="divided per channel after the mean (e.g. [255]), 1 or 3 values")
+    pad_value: int | None = Field(None, ge=0, le=255, description="letterbox padding value")
 
     @field_validator("mean_values", "scale_values")
     @classmethod
@@ -55,7 +56,6 @@ class DetectorSettings(PreprocessSettings):
     classes: list[str | int] | None = Field(None, description="keep only these labels (names or class ids)")
     input_size: tuple[int, int] | None = Field(
         None, description="[height, width] for models with a dynamic input; default: the model's imgsz")
-    pad_value: int | None = Field(None, ge=0, le=255, description="letterbox padding value")
 
     @field_validator("input_size")
     @classmethod

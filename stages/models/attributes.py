@@ -22,8 +22,8 @@ output is a softmax head, any other a regression head, named after the output.
 Crops: the object's box rounded to whole pixels and clipped to the frame, cut from the
 full-size BGR frame and scaled with ``cv2.resize`` (bilinear) to the model's input:
 stretched (``standard``, Open Model Zoo's convention and the default) or letterboxed;
-colour order, mean and scale from the stage parameters, else rt_info, else BGR with no
-scaling (Open Model Zoo).
+colour order, mean, scale and padding value from the stage parameters, else rt_info, else
+BGR with no scaling, padded with 0 (Open Model Zoo).
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ class Attributes(RoiAdapter):
     def __init__(self, info: ModelInfo, settings: dict[str, Any], options: dict[str, Any] | None = None) -> None:
         if options:
             raise ValueError(f"decoder 'attributes' takes no options (got {', '.join(map(str, options))}); set "
-                             "heads, resize_type, reverse_input_channels, mean_values, scale_values as stage "
-                             "parameters")
+                             "heads, resize_type, pad_value, reverse_input_channels, mean_values, scale_values as "
+                             "stage parameters")
         self.info = info
 
         def pick(key: str, default: Any) -> Any:
@@ -144,6 +144,7 @@ class Attributes(RoiAdapter):
                              "standard, fit_to_window, fit_to_window_letterbox")
         self.letterbox = resize != "standard"
         self.align = "top_left" if resize == "fit_to_window" else "center"
+        self.pad_value = int(round(float(pick("pad_value", 0))))
         if info.dynamic:
             raise ValueError(f"model {info.path} has a dynamic input {list(info.input_hw)}; the attributes "
                              "decoder needs a model with a fixed input size")
@@ -228,7 +229,7 @@ class Attributes(RoiAdapter):
         if self.input_spec.host_color == "RGB":
             inner = cv2.cvtColor(inner, cv2.COLOR_BGR2RGB)
         if box.inner != (w, h):
-            image = np.zeros((h, w, 3), np.uint8)
+            image = np.full((h, w, 3), self.pad_value, np.uint8)
             image[int(box.pad_y):int(box.pad_y) + inner.shape[0], int(box.pad_x):int(box.pad_x) + inner.shape[1]] = inner
             inner = image
         return inner, crop

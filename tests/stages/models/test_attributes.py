@@ -128,6 +128,21 @@ def test_crops_are_the_rounded_box_stretched_to_the_input(tmp_path: Path) -> Non
         assert stage.adapter.input_spec.model_color == "BGR" and stage.adapter.input_spec.scale is None
 
 
+@pytest.mark.parametrize("params, pad", [({}, 114), ({"pad_value": 7}, 7)])
+def test_letterboxed_crops_pad_with_the_parameter_else_the_rt_info_value(tmp_path: Path, params: dict,
+                                                                         pad: int) -> None:
+    """A 40x40 box into the 16x32 (width x height) input: 16 rows of crop between 8 of padding."""
+    path = classifier(tmp_path, {"resize_type": "fit_to_window_letterbox", "pad_value": "114"})
+    frame = Frame.from_image(np.full((100, 200, 3), 200, np.uint8))
+    frame.detections = Detections(xyxy=[[10, 20, 50, 60]], score=[1.0], label=["person"])
+    with Classify(model=str(path), decoder="attributes", on=["person"], **params) as stage:
+        crop, _ = stage.adapter.prepare(frame, frame.detections, 0, (32, 16))
+    assert crop.shape == (32, 16, 3)
+    np.testing.assert_array_equal(crop[:8], pad)
+    np.testing.assert_array_equal(crop[8:24], 200)
+    np.testing.assert_array_equal(crop[24:], pad)
+
+
 def test_options_of_other_decoders_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"decoder 'face_landmarks' does not take heads"):
         Classify(model=str(classifier(tmp_path)), decoder="face_landmarks", on=["face"], heads={}).open()
