@@ -3,13 +3,16 @@
 With frame timestamps (``pts``/``time_base``) the output follows them; without, it follows
 ``seq`` at the nominal rate.  A repeated or slightly early timestamp is moved one tick after
 the previous frame, and a jump back by more than a second (a looping or restarted source)
-continues one frame interval after the previous frame.
+continues one frame interval after the previous frame.  A frame is shown for one frame interval:
+with timestamps, the median of the latest intervals between them; without, the nominal one.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from fractions import Fraction
+from statistics import median_low
 from typing import Any
 
 from pipeline.frame import Frame
@@ -19,13 +22,14 @@ __all__ = ["OutputClock", "frame_timing", "set_frame_timing"]
 log = logging.getLogger(__name__)
 
 _RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
+_RECENT = 9  # intervals between timestamps that give the frame interval
 
 
 class OutputClock:
     """Timestamps in ticks of ``time_base`` for the frames of one file, the first being ``first``;
-    ``fps`` is the nominal rate (frames without timestamps, durations).  :attr:`last_pts` is the
-    latest timestamp written: the caller sets it once the frame is taken (and puts it back if
-    encoding fails)."""
+    ``fps`` is the nominal rate (frames without timestamps; the frame interval until timestamps
+    show one).  :attr:`last_pts` is the latest timestamp written: the caller sets it once the
+    frame is taken (and puts it back if encoding fails)."""
 
     def __init__(self, first: Frame, time_base: Fraction, fps: float, name: str = "encode") -> None:
         self.time_base = time_base
@@ -40,6 +44,7 @@ class OutputClock:
         self.last_pts: int | None = None
         self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
         self._repeat_logged = False
+        self._intervals: deque[int] = deque(maxlen=_RECENT)  # between the latest timestamps given
 
     def next_pts(self, frame: Frame) -> int:
         """The timestamp for ``frame``, after :attr:`last_pts`."""
@@ -68,7 +73,15 @@ class OutputClock:
                 pts = last + step
             else:
                 pts = last + 1
+        if self.use_ts and last is not None:
+            self._intervals.append(pts - last)
         return pts
+
+    @property
+    def interval(self) -> int:
+        """One frame interval in ticks (at least 1): the median of the latest intervals between
+        timestamps, else (without timestamps, or before the second frame) :attr:`step`."""
+        return median_low(self._intervals) if self._intervals else self.step
 
 
 def frame_timing(vframe: Any) -> tuple[Any, Any, Any]:

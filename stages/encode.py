@@ -14,8 +14,9 @@ Contract
   that cannot take it) and start at 0.  With frame
   timestamps (``pts``/``time_base``) the output follows them; without, it
   follows ``seq`` at the nominal rate (``fps``, else ``source_fps`` set by the
-  runtime, else 25).  Timestamps never repeat or go back
-  (:class:`stages._output_clock.OutputClock`).
+  runtime, else 25).  Timestamps never repeat or go back, and the last frame
+  lasts one frame interval: the median of the latest intervals between timestamps,
+  else one at the nominal rate (:class:`stages._output_clock.OutputClock`).
 * Every processed frame is written (``frames_written`` counts them).
 * :meth:`close` flushes the encoder and closes the container, so the file is
   playable after normal ends, errors and signals.  It may run more than once,
@@ -218,7 +219,7 @@ class Encode(Stage):
         clock.last_pts, self.frames_written = pts, self.frames_written + 1
         packets: list[Any] = []
         try:
-            set_frame_timing(vframe, (pts, clock.time_base, clock.step))
+            set_frame_timing(vframe, (pts, clock.time_base, clock.interval))
             packets = self._stream.encode(vframe)
         except av.FFmpegError as exc:
             clock.last_pts, self.frames_written = before
@@ -227,7 +228,7 @@ class Encode(Stage):
             if saved is not None:
                 set_frame_timing(vframe, saved)
             if packets:
-                self._container.mux(packets)
+                self._mux(self._container, packets)
 
     @property
     def _scaled(self) -> bool:
@@ -352,6 +353,15 @@ class Encode(Stage):
             draw_shapes(image, shapes)
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24"), False
 
+    def _mux(self, container: Any, packets: list[Any]) -> None:
+        """Mux the encoder's ``packets``; one without a duration lasts one frame interval (the
+        container takes the last frame's duration from its packet)."""
+        interval = self._clock.interval if self._clock is not None else 0
+        for packet in packets:
+            if not packet.duration:
+                packet.duration = interval
+        container.mux(packets)
+
     def _finalise(self) -> None:
         self._finished = True
         container, stream = self._container, self._stream
@@ -361,7 +371,7 @@ class Encode(Stage):
         release(self.path, self)
         try:
             if self.frames_written:
-                container.mux(stream.encode(None))
+                self._mux(container, stream.encode(None))
         finally:
             container.close()
             if not self.frames_written and self.path is not None:

@@ -12,6 +12,7 @@ import pytest
 from pipeline.frame import Detections, Frame
 from pipeline.stage import StageError
 from stages.encode import Encode
+from tests.media import CLIP
 
 TB = Fraction(1, 12_800)  # a typical MP4 time base
 TICKS_PER_FRAME = 512  # 25 frames/s at TB
@@ -348,6 +349,21 @@ def test_the_frames_a_decoder_drains_at_the_end_are_encoded_from_the_decode_stag
     with av.open(str(clip)) as c:
         expected = sum(1 for _ in c.decode(video=0))
     assert count == len(frames) == expected
+
+
+@pytest.mark.parametrize("fps", [10, 60])
+def test_a_clip_encoded_on_its_own_keeps_its_duration(tmp_path: Path, make_clip, fps: int) -> None:
+    """Without a runtime (no ``source_fps``), a 3 s clip is written as 3 s: the last frame is
+    shown for the interval its timestamps show, not 1/25 s."""
+    from stages.decode import Decode
+
+    clip = make_clip(CLIP.with_(fps=fps, frames=3 * fps, gop=fps, scene="bars", width=96, height=64), stem="rate")
+    with Decode(uri=str(clip)) as source, Encode(path=str(tmp_path / "out.mp4")) as encoder:
+        for frame in source.frames():
+            encoder(frame)
+    frames, stream = decode(tmp_path / "out.mp4")
+    assert list(times(frames)) == [i / fps for i in range(3 * fps)]
+    assert stream.duration == 3.0
 
 
 def test_encoder_with_16_bit_clock(tmp_path: Path) -> None:
