@@ -1,10 +1,11 @@
 """Output timestamps of a video file (:class:`OutputClock`): from 0, never repeating or going back.
 
 With frame timestamps (``pts``/``time_base``) the output follows them; without, it follows
-``seq`` at the nominal rate.  A repeated or slightly early timestamp is moved one tick after
-the previous frame, and a jump back by more than a second (a looping or restarted source)
-continues one frame interval after the previous frame.  A frame is shown for one frame interval:
-with timestamps, the median of the latest intervals between them; without, the nominal one.
+``seq`` at the nominal rate.  A repeated timestamp, or one at most a frame interval early
+(jitter), is moved one tick after the previous frame; a jump back by more than a frame interval
+(a looping or restarted source) continues one frame interval after the previous frame.  A frame
+interval is the median of the latest intervals between timestamps; without them, the nominal one.
+The last frame is shown for one frame interval.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ __all__ = ["OutputClock", "frame_timing", "set_frame_timing"]
 
 log = logging.getLogger(__name__)
 
-_RESTART_JUMP = Fraction(1)  # seconds back in time that count as a source restart
 _RECENT = 9  # intervals between timestamps that give the frame interval
 
 
@@ -68,9 +68,10 @@ class OutputClock:
             self._last_seq = frame.seq
         last = self.last_pts
         if last is not None and pts <= last:
-            if self.use_ts and (last - pts) * self.time_base > _RESTART_JUMP:
-                self._offset += last + step - pts
-                pts = last + step
+            interval = self.interval
+            if self.use_ts and last - pts > interval:
+                self._offset += last + interval - pts
+                pts = last + interval
             else:
                 pts = last + 1
         if self.use_ts and last is not None:

@@ -366,6 +366,22 @@ def test_a_clip_encoded_on_its_own_keeps_its_duration(tmp_path: Path, make_clip,
     assert stream.duration == 3.0
 
 
+def test_a_short_clip_fed_again_continues_one_frame_interval_after_its_last_frame(tmp_path: Path, make_clip) -> None:
+    """A source that starts again less than a second back (a 0.8 s clip fed three times into one
+    file) is a restart, not jitter: each pass follows the last at the clip's frame interval."""
+    from stages.decode import Decode
+
+    clip = make_clip(CLIP.with_(frames=8, gop=8, scene="bars", width=96, height=64), stem="short")
+    with Encode(path=str(tmp_path / "out.mp4")) as encoder:
+        for _ in range(3):
+            with Decode(uri=str(clip)) as source:
+                for frame in source.frames():
+                    encoder(frame)
+    frames, stream = decode(tmp_path / "out.mp4")
+    assert list(times(frames)) == [i / 10 for i in range(24)]
+    assert stream.duration == 2.4
+
+
 def test_encoder_with_16_bit_clock(tmp_path: Path) -> None:
     """MPEG-4 part 2 rejects a 90 kHz clock; the stage falls back to one it accepts."""
     stage = make_stage(tmp_path, codec="mpeg4")
