@@ -49,8 +49,9 @@ class FolderReader(Reader):
 
 
 def _read_image(path: Path) -> Any:
-    """BGR image, or None if the file is unreadable or cut short (a JPEG without its
-    end-of-image marker would otherwise decode to a half-grey picture)."""
+    """BGR image, or None if the file is unreadable or cut short (a JPEG without an
+    end-of-image marker after its picture data would otherwise decode to a half-grey picture;
+    data after that marker, as phones append, is allowed)."""
     import cv2
     import numpy as np
 
@@ -58,6 +59,17 @@ def _read_image(path: Path) -> Any:
         data = path.read_bytes()
     except OSError:
         return None
-    if path.suffix.lower() in (".jpg", ".jpeg") and not data.rstrip(b"\0").endswith(b"\xff\xd9"):
+    if path.suffix.lower() in (".jpg", ".jpeg") and _cut_short_jpeg(data):
         return None
     return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
+
+
+def _cut_short_jpeg(data: bytes) -> bool:
+    """True unless an end-of-image marker (FF D9) follows the picture's start of scan (FF DA).
+    The segments before the scan are stepped over by their lengths: an Exif thumbnail in them
+    has markers of its own."""
+    i = 2  # after the start-of-image marker
+    while i + 4 <= len(data) and data[i] == 0xFF and data[i + 1] != 0xDA:
+        i += 1 if data[i + 1] == 0xFF else 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    scan = data.find(b"\xff\xda", i)
+    return scan < 0 or data.find(b"\xff\xd9", scan) < 0

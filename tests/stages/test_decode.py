@@ -95,6 +95,32 @@ def test_a_folder_frame_record_names_its_image_and_skips_an_unreadable_one(tmp_p
         assert "file" not in vapipe_record(next(iter(scene.frames())))
 
 
+def test_a_folder_reads_jpegs_with_data_after_their_end_and_skips_ones_cut_short(tmp_path: Path) -> None:
+    """Phones append data after a JPEG's end-of-image marker (a maker trailer, a Motion Photo's
+    MP4): such a file is read.  One cut short in its picture data is skipped, also when an
+    Exif thumbnail before the picture holds an end-of-image marker of its own."""
+    from stages.records import vapipe_record
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    noise = np.random.default_rng(3).integers(0, 256, (120, 160, 3), np.uint8)
+    jpeg = cv2.imencode(".jpg", noise)[1].tobytes()
+    thumb = cv2.imencode(".jpg", np.full((16, 16, 3), 90, np.uint8))[1].tobytes()
+    exif = b"Exif\0\0" + thumb
+    with_thumb = jpeg[:2] + b"\xff\xe1" + (len(exif) + 2).to_bytes(2, "big") + exif + jpeg[2:]
+    (folder / "a.jpg").write_bytes(jpeg)
+    (folder / "b.jpg").write_bytes(jpeg + b"\0\0SEFH" + b"x" * 100 + b"SEFT")
+    (folder / "c.jpg").write_bytes(jpeg + b"\0\0\0\x18ftypmp42" + b"\0" * 64)
+    (folder / "d.jpg").write_bytes(with_thumb)
+    (folder / "e.jpg").write_bytes(jpeg[:len(jpeg) // 2])
+    (folder / "f.jpg").write_bytes(with_thumb[:len(with_thumb) - 1000])
+    assert cv2.imread(str(folder / "f.jpg")) is not None  # decoded, half grey
+    with Decode(uri=str(folder)) as source:
+        records = [vapipe_record(f) for f in source.frames()]
+        assert source.decode_errors == 2
+    assert [(r["seq"], r["file"]) for r in records] == [(0, "a.jpg"), (1, "b.jpg"), (2, "c.jpg"), (3, "d.jpg")]
+
+
 def test_synthetic_scene_starts_at_the_frame_asked() -> None:
     uri = "testsrc://bars?width=64&height=48&frames=12"
     whole = frames(uri)
