@@ -39,8 +39,10 @@ stops overlapping the object's last detections.
 
 Tracks match detections of any label (a detector's label often flickers between car
 and truck, or car and phone, on one object), with the track's own label preferred:
-another label's box counts as overlapping by :data:`LABEL_CHANGE_COST` less IoU, so a
-track takes it only when no box of its own label overlaps about as much.  With
+another label's box counts as overlapping by :data:`LABEL_CHANGE_COST` less IoU (never
+less than the threshold it passed), so a track takes it only when no box of its own label
+overlaps about as much (the thresholds ``match_iou`` and ``low_match_iou`` apply to the IoU
+itself, whatever the label).  With
 ``per_class`` a track only matches detections of its own label.  Everything is
 deterministic.
 """
@@ -62,7 +64,7 @@ __all__ = ["TrackerConfig", "ByteTracker", "TrackedBox"]
 TRACKED, LOST, NEW = 0, 1, 2
 #: at most this many prediction steps are applied for one gap in the frame sequence
 MAX_STEPS = 300
-#: IoU a class-agnostic match gives up when the detection's label is not the track's
+#: IoU a class-agnostic match gives up in the ranking when the detection's label is not the track's
 LABEL_CHANGE_COST = 0.1
 #: an unconfirmed track overlapping a confirmed one by this IoU matches only the strong detections
 #: the confirmed tracks left (a second box on one object must not take the object's detections)
@@ -314,11 +316,13 @@ class ByteTracker:
         t = self.tracks
         iou = iou_matrix(self._predicted_boxes(tracks), boxes[dets])
         same = np.array(t.labels, object)[tracks][:, None] == np.array(labels, object)[dets][None, :]
-        # another label's box counts as less overlap; with per_class as none
-        overlap = iou - np.where(same, 0.0, np.inf if self.config.per_class else LABEL_CHANGE_COST)
-        cost = 1.0 - overlap
-        cost[overlap < min_iou] = np.inf
-        return match(cost, 1.0 - min_iou + 1e-9)
+        # another label's box counts as less overlap when ranking (at worst as little as min_iou), not
+        # against min_iou; with per_class as none
+        limit = 1.0 - min_iou
+        cost = np.minimum(1.0 - iou + np.where(same, 0.0, np.inf if self.config.per_class else LABEL_CHANGE_COST),
+                          np.where(same | self.config.per_class, np.inf, limit))
+        cost[iou < min_iou] = np.inf
+        return match(cost, limit + 1e-9)
 
     def _correct(self, det_track: np.ndarray, boxes: np.ndarray, scores: np.ndarray, labels: list[str],
                  payloads: list[Any]) -> None:

@@ -27,8 +27,8 @@ LEAVING = [
 ]
 
 
-def _track(bounds: tuple[float, float] | None) -> tuple[list[int], ByteTracker]:
-    tracker = ByteTracker()
+def _track(bounds: tuple[float, float] | None, config: TrackerConfig | None = None) -> tuple[list[int], ByteTracker]:
+    tracker = ByteTracker(config)
     ids = []
     for det in LEAVING:
         boxes = np.array([det[2:]], float) if det else np.zeros((0, 4))
@@ -41,9 +41,11 @@ def test_an_object_leaving_through_the_edge_keeps_its_id_when_the_frame_size_is_
     ids, tracker = _track((768.0, 432.0))
     assert tracker.issued == 1 and set(ids) == {-1, 1}
     assert ids[-3:] == [1, 1, 1]  # the last boxes, weak and of another label, stay on the track
-    # without the frame's size the predicted box runs on past the edge, and the car gets a second id
-    _, unbounded = _track(None)
-    assert unbounded.issued == 2
+    # without the frame's size the predicted box runs on past the edge and overlaps the weak boxes after
+    # the gap only just enough: at low_match_iou 0.6 the clipped box still takes them, the unclipped one not
+    strict = TrackerConfig(low_match_iou=0.6)
+    assert _track((768.0, 432.0), strict)[0][-5:-2] == [1, 1, 1]
+    assert _track(None, strict)[0][-5:-2] == [-1, -1, -1]
 
 
 def test_boxes_predicted_between_detections_stay_inside_the_frame() -> None:
@@ -106,3 +108,25 @@ def test_a_second_box_on_a_tracked_object_never_takes_its_detections() -> None:
                                 ["person"] * len(dets), bounds=(768, 432))
         ids.update(got[got > 0].tolist())
     assert ids == {1} and tracker.issued == 1, (ids, tracker.issued)
+
+
+def test_the_iou_threshold_holds_for_a_box_of_any_label() -> None:
+    """A still car, then a box 25 px off (IoU 0.23 with its track's box, ``match_iou`` 0.2) or a weak
+    one 12 px off (IoU 0.54, ``low_match_iou`` 0.5), labelled car or truck: another label's box
+    matches at the same IoU as one of the track's own (its label only ranks the candidates); with
+    ``per_class`` the truck is another object."""
+    car = np.array([[20.0, 50, 60, 90]])
+    cases = [  # (per_class, label, score and shift of the box after the car, ids per frame)
+        (False, "car", 0.9, 25, [[-1], [1], [1], [1], [1]]),
+        (False, "truck", 0.9, 25, [[-1], [1], [1], [1], [1]]),
+        (False, "car", 0.3, 12, [[-1], [1], [1], [1], [1]]),
+        (False, "truck", 0.3, 12, [[-1], [1], [1], [1], [1]]),
+        (True, "truck", 0.9, 25, [[-1], [1], [1], [-1], [2]]),
+        (True, "truck", 0.3, 12, [[-1], [1], [1], [-1], [-1]]),
+    ]
+    for per_class, label, score, shift, want in cases:
+        tracker = ByteTracker(TrackerConfig(per_class=per_class))
+        ids = [tracker.update(car, [0.9], ["car"])[0].tolist() for _ in range(3)]
+        ids.append(tracker.update(car + [shift, 0, shift, 0], [score], [label])[0].tolist())
+        ids.append(tracker.update(car + [shift + 2, 0, shift + 2, 0], [0.9], [label])[0].tolist())
+        assert ids == want, (per_class, label, score, ids)
