@@ -62,7 +62,7 @@ from .kalman import BoxKalman, state_to_xyxy
 __all__ = ["TrackerConfig", "ByteTracker", "TrackedBox"]
 
 TRACKED, LOST, NEW = 0, 1, 2
-#: at most this many prediction steps are applied for one gap in the frame sequence
+#: at most this many prediction steps are applied for one gap in the frame sequence (lost tracks age by all of it)
 MAX_STEPS = 300
 #: IoU a class-agnostic match gives up in the ranking when the detection's label is not the track's
 LABEL_CHANGE_COST = 0.1
@@ -298,14 +298,16 @@ class ByteTracker:
         return boxes
 
     def _advance(self, steps: int, still: bool) -> None:
+        """Move the tracks on ``steps`` frames: the filter predicts at most :data:`MAX_STEPS` of them,
+        lost tracks age by all of them."""
         t = self.tracks
         if not len(t):
             return
-        steps = int(min(max(steps, 1), MAX_STEPS))
+        steps = int(max(steps, 1))
         if still:  # boxes stay where they are; lost tracks age all the same
             t.unseen = [u + steps if s == LOST else u for u, s in zip(t.unseen, t.state)]
             return
-        t.mean, t.cov = self.kalman.predict(t.mean, t.cov, steps)
+        t.mean, t.cov = self.kalman.predict(t.mean, t.cov, min(steps, MAX_STEPS))
         t.unseen = [u + steps for u in t.unseen]
 
     def _associate(self, tracks: np.ndarray, dets: np.ndarray, boxes: np.ndarray, labels: list[str],

@@ -130,3 +130,22 @@ def test_the_iou_threshold_holds_for_a_box_of_any_label() -> None:
         ids.append(tracker.update(car + [shift, 0, shift, 0], [score], [label])[0].tolist())
         ids.append(tracker.update(car + [shift + 2, 0, shift + 2, 0], [0.9], [label])[0].tolist())
         assert ids == want, (per_class, label, score, ids)
+
+
+def test_a_lost_track_ages_by_the_whole_gap_in_the_frame_sequence() -> None:
+    """Lost at the 4th frame, with ``lost_frames`` 500: a gap of 400 frames (beyond the filter's
+    ``MAX_STEPS``) keeps the track, one of 1000 ends it, whether the frame after the gap is a
+    detection frame, a frame without detection or a still one."""
+    box = np.array([[100.0, 100, 140, 140]])
+    none = np.zeros((0, 4))
+    for gap, ended, back in ((400, [], [1]), (1000, [1], [-1])):
+        for way in ("update", "predict", "still"):
+            tracker = ByteTracker(TrackerConfig(lost_frames=500))
+            ids = [tracker.update(box, [0.9], ["car"])[0].tolist() for _ in range(3)]
+            ids.append(tracker.update(none, [], [])[0].tolist())
+            if way == "update":
+                gone = tracker.update(none, [], [], steps=gap)[1]
+            else:
+                gone = tracker.predict(steps=gap, still=way == "still")[1]
+            ids.append(tracker.update(box, [0.9], ["car"])[0].tolist())
+            assert (ids, gone) == ([[-1], [1], [1], [], back], ended), (gap, way, ids, gone)
