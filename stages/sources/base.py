@@ -43,7 +43,7 @@ class Reader:
         raise NotImplementedError
 
     def unit_time(self, unit: Any) -> float | None:
-        """Presentation time of a unit in seconds (for real-time pacing), if known."""
+        """When a unit is due in seconds (real-time pacing), if known; increasing in reading order."""
         return None
 
     def decode(self, unit: Any) -> list[Decoded]:

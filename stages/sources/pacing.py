@@ -9,8 +9,9 @@ __all__ = ["Pacer", "packet_time"]
 
 
 def packet_time(packet: Any) -> float | None:
-    """A packet's own presentation time in seconds (no loop or reconnect offset)."""
-    ts = packet.pts if packet.pts is not None else packet.dts
+    """A packet's own decode time in seconds, else its presentation time (no loop or reconnect
+    offset): decode times increase in reading order, B-frames' presentation times do not."""
+    ts = packet.dts if packet.dts is not None else packet.pts
     return None if ts is None or packet.time_base is None else float(ts * packet.time_base)
 
 

@@ -110,6 +110,7 @@ class VideoReader(Reader):
         self._offset = 0  # added to every pts after a loop or a reconnect
         self._last_pts: int | None = None
         self._last_unit_time: float | None = None
+        self._last_decode_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
         self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
         sample_aspect = self.stream.sample_aspect_ratio if square_pixels else None
@@ -195,15 +196,26 @@ class VideoReader(Reader):
         return late
 
     def unit_time(self, unit: Any) -> float | None:
+        """A packet's decode time (dts), which increases in reading order: B-frames, read before
+        the frames they are shown between, leave in turn.  A packet without one (the first of a
+        Matroska file, before FFmpeg can tell the reordering) is due at its presentation time,
+        at most one frame after the packet before it."""
         ts = unit.pts if unit.pts is not None else unit.dts
         if ts is None or (self._skip_before is not None and ts < self._skip_before):
             return None  # unknown, or before the start frame: not paced
-        t = float((ts + self._offset) * self.time_base)
-        self._last_unit_time = t if self._last_unit_time is None else max(self._last_unit_time, t)
+        shown = float((ts + self._offset) * self.time_base)
+        self._last_unit_time = shown if self._last_unit_time is None else max(self._last_unit_time, shown)
+        if unit.dts is not None:
+            t = float((unit.dts + self._offset) * self.time_base)
+        elif self._last_decode_time is not None:
+            t = min(shown, self._last_decode_time + float(self._step * self.time_base))
+        else:
+            t = shown
+        self._last_decode_time = t
         return t
 
     def last_unit_time(self) -> float | None:
-        """Reader side: time just after the latest unit seen by ``unit_time``."""
+        """Reader side: time just after the latest presentation time seen by ``unit_time``."""
         if self._last_unit_time is None:
             return None
         return self._last_unit_time + float(self._step * self.time_base)
