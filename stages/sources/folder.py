@@ -20,6 +20,7 @@ class FolderReader(Reader):
         self.frame_rate = fps
         self._index = 0
         self._first = 0  # the first pass starts here (start_at); a loop starts again at 0
+        self._passed = 0  # frames of the passes read before this one
 
     def start_at(self, index: int) -> None:
         self._index = self._first = index
@@ -27,9 +28,11 @@ class FolderReader(Reader):
     def units(self) -> Iterator[Any]:
         first, self._first = self._first, 0
         yield from enumerate(self.paths[first:], first)
+        self._passed += len(self.paths)
 
     def unit_time(self, unit: Any) -> float | None:
-        return unit[0] / self.frame_rate
+        """The image's time in the whole run: a loop's passes follow one another."""
+        return (self._passed + unit[0]) / self.frame_rate
 
     def decode(self, unit: Any) -> list[Decoded]:
         if unit is LOOP:

@@ -16,6 +16,7 @@ class SceneReader(Reader):
         self.total_frames = options.get("frames")
         self._index = 0
         self._first = 0  # the first pass starts here (start_at); a loop starts again at 0
+        self._passed = 0  # frames of the passes read before this one
 
     def start_at(self, index: int) -> None:
         self._index = self._first = index
@@ -26,9 +27,11 @@ class SceneReader(Reader):
         while limit is None or i < limit:
             yield i
             i += 1
+        self._passed += i
 
     def unit_time(self, unit: Any) -> float | None:
-        return unit / self.frame_rate
+        """The frame's time in the whole run: a loop's passes follow one another."""
+        return (self._passed + unit) / self.frame_rate
 
     def decode(self, unit: Any) -> list[Decoded]:
         if unit is None or unit is LOOP:

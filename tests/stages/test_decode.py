@@ -244,3 +244,13 @@ def test_a_realtime_video_with_b_frames_delivers_its_frames_evenly(tmp_path: Pat
     spec = ClipSpec(width=64, height=48, fps=50, frames=60, gop=25, scene="bars", container=container)
     clip = write_clip(tmp_path / spec.file_name(), spec)
     assert_paced(delivery_times(str(clip), 30), 50)
+
+
+@pytest.mark.parametrize("kind", ["folder", "scene"])
+def test_a_looping_realtime_source_paces_every_pass(tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(5):
+        cv2.imwrite(str(folder / f"{i}.png"), np.full((8, 8, 3), 40 * i, np.uint8))
+    uri = {"folder": str(folder), "scene": "testsrc://bars?width=64&height=48&frames=5"}[kind]
+    assert_paced(delivery_times(uri, 20, fps=50, loop=True), 50)
