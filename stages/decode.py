@@ -217,7 +217,7 @@ class Decode(SourceStage):
     def _file_units(self) -> Iterator[Any]:
         reader = self._reader
         assert reader is not None, "open() first"
-        pace = Pacer(self.params.realtime)
+        pace = Pacer(self.params.realtime, reader.frame_rate)
         while True:
             for unit in reader.units():
                 if self._reader is not reader:  # closed (and maybe opened again): this pass ends
@@ -264,7 +264,7 @@ class Decode(SourceStage):
             streaming = False
             # HLS arrives in bursts of whole segments; a player spreads them out at the
             # stream's rate, and so does this (a burst would overflow the newest-frames queue).
-            pace = Pacer(getattr(self._reader, "segmented", False), max_gap_s=2.0)
+            pace = Pacer(getattr(self._reader, "segmented", False), self._reader.frame_rate, catch_up=False)
             try:
                 for unit in self._reader.units():
                     pace.wait(packet_time(unit))

@@ -254,3 +254,30 @@ def test_a_looping_realtime_source_paces_every_pass(tmp_path: Path, kind: str) -
         cv2.imwrite(str(folder / f"{i}.png"), np.full((8, 8, 3), 40 * i, np.uint8))
     uri = {"folder": str(folder), "scene": "testsrc://bars?width=64&height=48&frames=5"}[kind]
     assert_paced(delivery_times(uri, 20, fps=50, loop=True), 50)
+
+
+def shifted_ts(path: Path, source: Path, seconds: float) -> Path:
+    """A copy of the MPEG-TS file ``source`` with timestamps ``seconds`` later."""
+    with av.open(str(source)) as src, av.open(str(path), "w", format="mpegts") as out:
+        stream = out.add_stream_from_template(src.streams.video[0])
+        shift = round(seconds / src.streams.video[0].time_base)
+        for packet in src.demux(video=0):
+            if packet.size:
+                packet.pts += shift
+                packet.dts += shift
+                packet.stream = stream
+                out.mux(packet)
+    return path
+
+
+def test_a_realtime_stream_stays_paced_when_its_timestamps_go_back_or_jump(tmp_path: Path) -> None:
+    """Concatenated MPEG-TS segments of 20 frames: their timestamps go back to the start, jump
+    5 s ahead, go back again; each time the schedule starts again a frame after the frame before."""
+    segment = write_clip(tmp_path / "a.ts", ClipSpec(width=64, height=48, fps=50, frames=20, gop=10, scene="bars",
+                                                     container="ts"))
+    later = shifted_ts(tmp_path / "b.ts", segment, 5.0)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(segment.read_bytes() * 2 + later.read_bytes() + segment.read_bytes())
+    times = delivery_times(str(joined), 70)
+    assert_paced(times, 50)
+    assert times[-1] < 69 / 50 + 1.0, times
