@@ -18,7 +18,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["ClipSpec", "CLIP", "write_clip", "write_images", "frames_of", "encode_images"]
+__all__ = ["ClipSpec", "CLIP", "write_clip", "write_images", "frames_of", "encode_images", "numbered_image",
+           "picture_number", "write_numbered"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,51 @@ def write_images(folder: Path, spec: ClipSpec, count: int, ext: str = "jpg") -> 
             raise OSError(f"cannot write {path}")
         paths.append(path)
     return paths
+
+
+#: bars of a numbered picture: frame numbers 0 .. 2**NUMBER_BITS - 1
+NUMBER_BITS = 10
+
+
+def numbered_image(number: int, width: int = 80, height: int = 48) -> np.ndarray:
+    """A BGR picture that shows ``number``: bar k (of ``NUMBER_BITS``, left to right) white
+    for bit k set, black otherwise; it reads back after lossy coding (:func:`picture_number`)."""
+    image = np.zeros((height, width, 3), np.uint8)
+    bar = width // NUMBER_BITS
+    for bit in range(NUMBER_BITS):
+        if number >> bit & 1:
+            image[:, bit * bar:(bit + 1) * bar] = 255
+    return image
+
+
+def picture_number(image: np.ndarray) -> int:
+    """The number a :func:`numbered_image` shows (read from the middle of each bar)."""
+    height, width = image.shape[:2]
+    bar = width // NUMBER_BITS
+    bits = (image[height // 4:3 * height // 4, bit * bar + 2:(bit + 1) * bar - 2].mean() > 127
+            for bit in range(NUMBER_BITS))
+    return sum(1 << k for k, on in enumerate(bits) if on)
+
+
+def write_numbered(path: Path, frames: int, fps: Fraction | int = 10, gop: int = 10, codec: str = "libx264",
+                   bframes: int = 3) -> Path:
+    """Frames 0 .. ``frames`` - 1 as :func:`numbered_image` pictures in the container that ``path``'s
+    suffix names, at ``fps``: a keyframe every ``gop`` frames (closed GOPs for H.264, open ones for
+    MPEG-2 and MPEG-4 part 2) and ``bframes`` B-frames between references."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=Fraction(fps))
+        stream.width, stream.height, stream.pix_fmt = 80, 48, "yuv420p"
+        stream.gop_size = gop
+        if codec == "libx264":
+            stream.options = {"preset": "veryfast", "bf": str(bframes), "keyint_min": str(gop), "sc_threshold": "0"}
+        else:
+            stream.options = {"bf": str(bframes), "qscale": "4"}
+        for i in range(frames):
+            out.mux(stream.encode(_video_frame(numbered_image(i))))
+        out.mux(stream.encode(None))
+    return path
 
 
 def frames_of(path: Path, count: int | None = None) -> list:

@@ -13,6 +13,7 @@ from pipeline.videofile import iso_boxes
 from .._paths import done_reading, reading
 from .base import LIVE_SCHEMES, LOOP, Decoded, Reader, SourceError
 from .frame_filter import Deinterlace, FrameFilter
+from .start import StartPoint, seek_frame
 
 #: FFmpeg demuxers that turn text into pictures (ANSI art, subtitles as video): never a camera's video
 TEXT_FORMATS = frozenset({"tty"})
@@ -112,7 +113,9 @@ class VideoReader(Reader):
         self._last_unit_time: float | None = None
         self._last_decode_time: float | None = None
         self._step = max(1, round(1 / (float(rate) * float(self.time_base)))) if rate else 1
-        self._skip_before: int | None = None  # start_at: frames presented earlier are decoded, not delivered
+        self._start: StartPoint | None = None  # start_at: frames before it are decoded, not delivered
+        self._pace_from: Fraction | None = None  # start_at: units presented earlier are not paced
+        self._pending: list[Any] = []  # start_at: packets read from its keyframe on, not yet handed out
         sample_aspect = self.stream.sample_aspect_ratio if square_pixels else None
         self._filter = FrameFilter(uri, self.time_base, autorotate, deinterlace, sample_aspect)
         self._read_lock = threading.Lock()
@@ -124,18 +127,17 @@ class VideoReader(Reader):
         self._read_key = reading(local) if fmt is None and "://" not in local else None
 
     def start_at(self, index: int) -> None:
-        """Seek to the keyframe at or before frame ``index`` (by its presentation time at the
-        stream's frame rate) and deliver frames from ``index`` on; the ones between the
-        keyframe and ``index`` are decoded (they are references) and dropped."""
+        """Seek to a keyframe at or before frame ``index`` and deliver frames from ``index`` on;
+        the ones between the keyframe and ``index`` are decoded (they are references) and dropped
+        (:func:`.start.seek_frame`)."""
         if index <= 0:
             return
-        start = int(self.stream.start_time) if self.stream.start_time is not None else 0
-        target = start + index * self._step
+        rate = self.stream.average_rate or self.stream.guessed_rate
         try:
-            self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
+            self._start, self._pending = seek_frame(self.container, self.stream, index, rate, self.time_base)
         except Exception as exc:  # noqa: BLE001 - PyAV raises several kinds for unseekable inputs
             raise SourceError(f"cannot start {self.uri} at frame {index}: {ffmpeg_reason(exc)}") from None
-        self._skip_before = target
+        self._pace_from = self._start.time - self._start.ticks / 2 if rate else None
         if self.total_frames:
             self.total_frames = max(0, self.total_frames - index)
 
@@ -143,6 +145,8 @@ class VideoReader(Reader):
         import av
 
         last = time.monotonic()
+        pending, self._pending = self._pending, []
+        yield from pending
         while True:
             packets = self.container.demux(self.stream) if not self._closed else iter(())
             try:
@@ -201,7 +205,7 @@ class VideoReader(Reader):
         Matroska file, before FFmpeg can tell the reordering) is due at its presentation time,
         at most one frame after the packet before it."""
         ts = unit.pts if unit.pts is not None else unit.dts
-        if ts is None or (self._skip_before is not None and ts < self._skip_before):
+        if ts is None or (self._pace_from is not None and ts < self._pace_from):
             return None  # unknown, or before the start frame: not paced
         shown = float((ts + self._offset) * self.time_base)
         self._last_unit_time = shown if self._last_unit_time is None else max(self._last_unit_time, shown)
@@ -236,10 +240,10 @@ class VideoReader(Reader):
             self.consecutive_errors = 0
         out = []
         for f in frames:
-            if self._skip_before is not None and f.pts is not None:
-                if f.pts < self._skip_before:
+            if self._start is not None:
+                if self._start.before(f.pts):
                     continue  # before the start frame (decoded from the keyframe on)
-                self._skip_before = None
+                self._start = None
             if f.time_base is None:  # frames drained at the end of the stream carry none
                 f.time_base = self.time_base
             if getattr(f, "is_corrupt", False):

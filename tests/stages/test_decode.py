@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -18,7 +19,7 @@ from stages.decode import Decode
 from stages.sources import SourceError
 from tests.cluster.helpers import make_clip
 from tests.live.helpers import quiet_stream
-from tests.media import ClipSpec, write_clip
+from tests.media import ClipSpec, picture_number, write_clip, write_numbered
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,38 @@ def test_video_starts_at_the_frame_asked(clip: Path, start: int) -> None:
 
 def test_video_start_past_the_end_delivers_nothing(clip: Path) -> None:
     assert frames(str(clip), start_frame=80) == []
+
+
+#: (suffix, codec, B-frames): H.264 with a keyframe every 10 frames and B-frames, as far as each
+#: container holds them; AVI and MPEG-PS also with the codecs they usually carry (open GOPs)
+CONTAINERS = [("mp4", "libx264", 3), ("mkv", "libx264", 3), ("ts", "libx264", 3), ("flv", "libx264", 3),
+              ("avi", "libx264", 3), ("avi", "mpeg4", 2), ("mpg", "libx264", 3), ("mpg", "mpeg2video", 2)]
+
+
+@pytest.mark.parametrize(("suffix", "codec", "bframes"), CONTAINERS, ids=[f"{s}-{c}" for s, c, _ in CONTAINERS])
+def test_every_container_starts_at_the_frame_asked(tmp_path: Path, suffix: str, codec: str, bframes: int) -> None:
+    clip = write_numbered(tmp_path / f"clip.{suffix}", 30, fps=10, gop=10, codec=codec, bframes=bframes)
+    for start in (1, 5, 9, 10, 13, 21, 25, 29):
+        with Decode(uri=str(clip), start_frame=start) as source:
+            got = [(f.seq, picture_number(f.image())) for f in source.frames()]
+        assert got == [(n, n) for n in range(start, 30)], start
+
+
+@pytest.mark.parametrize("fps", [24, 30, Fraction(30000, 1001)], ids=["24", "30", "29.97"])
+def test_a_millisecond_time_base_starts_at_the_frame_asked(tmp_path: Path, fps: Fraction | int) -> None:
+    clip = write_numbered(tmp_path / "clip.mkv", 310, fps=fps, gop=50)  # Matroska: times in whole ms
+    for start in (100, 299, 300):
+        with Decode(uri=str(clip), start_frame=start) as source:
+            got = [(f.seq, picture_number(f.image())) for f in source.frames()]
+        assert got == [(n, n) for n in range(start, 310)], start
+
+
+@pytest.mark.parametrize("suffix", ["mp4", "mkv", "ts", "flv", "avi"])
+def test_a_start_reads_the_file_from_the_keyframe_before_it(tmp_path: Path, suffix: str) -> None:
+    clip = write_numbered(tmp_path / f"clip.{suffix}", 40, fps=10, gop=10)
+    with Decode(uri=str(clip), start_frame=25) as source:
+        packets = [u for u in source.units() if u is not None]
+    assert len(packets) == 20  # frames 20 .. 39
 
 
 def test_a_looping_source_starts_its_later_passes_at_the_beginning(tmp_path: Path) -> None:
