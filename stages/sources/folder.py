@@ -24,6 +24,7 @@ class FolderReader(Reader):
 
     def start_at(self, index: int) -> None:
         self._index = self._first = index
+        self.total_frames = max(0, len(self.paths) - index)
 
     def units(self) -> Iterator[Any]:
         first, self._first = self._first, 0

@@ -13,16 +13,19 @@ class SceneReader(Reader):
 
         self.scene, options = make_scene(uri)
         self.frame_rate = float(options.get("fps", fps))
-        self.total_frames = options.get("frames")
+        self._frames: int | None = options.get("frames")  # in a whole pass
+        self.total_frames = self._frames
         self._index = 0
         self._first = 0  # the first pass starts here (start_at); a loop starts again at 0
         self._passed = 0  # frames of the passes read before this one
 
     def start_at(self, index: int) -> None:
         self._index = self._first = index
+        if self._frames is not None:
+            self.total_frames = max(0, self._frames - index)
 
     def units(self) -> Iterator[Any]:
-        limit = self.total_frames
+        limit = self._frames
         i, self._first = self._first, 0
         while limit is None or i < limit:
             yield i

@@ -97,6 +97,20 @@ def test_a_start_reads_the_file_from_the_keyframe_before_it(tmp_path: Path, suff
     assert len(packets) == 20  # frames 20 .. 39
 
 
+@pytest.mark.parametrize("kind", ["video", "folder", "scene"])
+def test_a_source_started_later_announces_the_frames_it_delivers(tmp_path: Path, clip: Path, kind: str) -> None:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(80):
+        cv2.imwrite(str(folder / f"{i:02d}.png"), np.full((8, 8, 3), i, np.uint8))
+    uri = {"video": str(clip), "folder": str(folder), "scene": "testsrc://bars?width=64&height=48&frames=80"}[kind]
+    for start, left in ((30, 50), (79, 1), (90, 0)):
+        with Decode(uri=uri, start_frame=start) as source:
+            announced = source.total_frames
+            delivered = sum(1 for _ in source.frames())
+        assert (announced, delivered) == (left, left), start
+
+
 def test_a_looping_source_starts_its_later_passes_at_the_beginning(tmp_path: Path) -> None:
     folder = tmp_path / "images"
     folder.mkdir()
