@@ -285,16 +285,17 @@ class Session(SessionPlanning):
                 time.sleep(min(left, 0.05))
 
     def _finish(self, cam: Camera) -> None:
-        """Close a camera whose threads ended (once): stages closed, counters final."""
+        """Close a camera whose threads ended (once): stages closed, counters final.  Its queues'
+        drops join ``stats.dropped`` as it counts as finished, so its total never goes down."""
         with self._lock:
             if id(cam) in self._finished:
                 return
             self._finished.add(id(cam))
             self._closed_ids.add(cam.source_id)
+            cam.stats.dropped += cam.units.dropped + cam.frames.dropped
+            cam.stats.drop_times = sorted([*cam.units.drop_times, *cam.frames.drop_times])
         cam.close()
         cam.collect_counters()
-        cam.stats.dropped += cam.units.dropped + cam.frames.dropped
-        cam.stats.drop_times = sorted([*cam.units.drop_times, *cam.frames.drop_times])
         cam.stats.decode_errors = getattr(cam.source, "decode_errors", 0)
         if cam.priority is not None:
             p = cam.priority
@@ -339,7 +340,9 @@ class Session(SessionPlanning):
 
     def sources(self) -> list[SourceInfo]:
         """Per source (removed ones excluded): id, uri, state, counters read live."""
-        return [source_info(cam, self._alive(cam.source_id), id(cam) in self._finished) for cam in self.cameras()]
+        with self._lock:
+            return [source_info(cam, self._alive(cam.source_id), id(cam) in self._finished)
+                    for cam in self._cameras.values()]
 
     def summary(self) -> RunSummary:
         with self._lock:

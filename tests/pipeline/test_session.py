@@ -13,7 +13,7 @@ from pipeline.config import parse_config
 from pipeline.graph import build_graph
 from pipeline.runtime import RunOptions
 from pipeline.session import Session
-from pipeline.testing import COLLECTED
+from pipeline.testing import COLLECTED, CollectSink
 from tests.cluster.helpers import make_clip
 from tests.live.helpers import quiet_stream
 
@@ -292,3 +292,49 @@ def test_a_stop_while_the_costs_are_measured_returns_at_once_and_keeps_the_plan(
         assert session.cameras() == [] and session.plan is plan
     finally:
         session.close()
+
+
+DROPS_THEN_SLOW_CLOSE = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode, params: {realtime: true, loop: true, fps: 200, live: true}}
+      - {name: infer, type: "pipeline.testing:SleepInfer", params: {ms: 40, requests: 1}}
+      - {name: slow_close, type: "tests.pipeline.test_session:SlowClose"}
+"""
+
+
+class SlowClose(CollectSink):
+    """A sink whose close waits for ``release`` (an MQTT sink flushing to a broker that is away)."""
+
+    closing = threading.Event()
+    release = threading.Event()
+
+    def close(self) -> None:
+        SlowClose.closing.set()
+        SlowClose.release.wait(10)
+
+
+def test_the_frames_a_camera_dropped_never_go_down_while_it_closes(tmp_path: Path) -> None:
+    SlowClose.closing.clear()
+    SlowClose.release.clear()
+    session = _session(DROPS_THEN_SLOW_CLOSE, tmp_path, cores=0)
+    try:
+        session.add_sources(["testsrc://bars?width=96&height=64"])
+        deadline = time.monotonic() + 10
+        while session.sources()[0]["dropped"] < 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        running = session.sources()[0]["dropped"]
+        session.stop()
+        supervisor = threading.Thread(target=session.wait, args=(15,))
+        supervisor.start()
+        assert SlowClose.closing.wait(10)
+        closing = session.sources()[0]["dropped"]
+        SlowClose.release.set()
+        supervisor.join(10)
+        closed = session.sources()[0]["dropped"]
+    finally:
+        SlowClose.release.set()
+        summary = session.close()
+    assert 5 <= running <= closing == closed == summary.sources[0].dropped, (running, closing, closed)
