@@ -338,6 +338,11 @@ class Session(SessionPlanning):
         with self._lock:
             return list(self._cameras.values())
 
+    def removed_cameras(self) -> list[Camera]:
+        """The cameras :meth:`remove_source` took out, in the order it did."""
+        with self._lock:
+            return list(self._removed)
+
     def sources(self) -> list[SourceInfo]:
         """Per source (removed ones excluded): id, uri, state, counters read live."""
         with self._lock:

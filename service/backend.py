@@ -54,7 +54,7 @@ class Handle(Protocol):
     def sources(self) -> list[dict[str, Any]]: ...
     def stages(self) -> dict[str, LatencyStats]: ...
     def plan(self) -> dict[str, str]: ...
-    def publishers(self) -> list[dict[str, int]]: ...
+    def publishers(self) -> list[dict[str, int]]: ...  # per MQTT sink; ``connected`` only of running ones
     def watch(self, source_id: str) -> Watch: ...
     def live_stats(self) -> dict[str, Any]: ...
 
@@ -136,7 +136,11 @@ class LocalHandle:
                 "summary": self.session.plan.summary()}
 
     def publishers(self) -> list[dict[str, int]]:
-        return publisher_counters(self.session.cameras())
+        """Counters of the MQTT sinks of every camera, removed ones too (their messages stay
+        counted); a removed camera's leave out ``connected`` (its connection is not the instance's)."""
+        removed = publisher_counters(self.session.removed_cameras())
+        return [*publisher_counters(self.session.cameras()),
+                *({k: v for k, v in p.items() if k != "connected"} for p in removed)]
 
     def watch(self, source_id: str) -> Watch:
         if source_id not in {s["id"] for s in self.session.sources()}:

@@ -122,7 +122,7 @@ class VapipeCollector(Collector):
             if pubs:
                 mqtt.add_metric([*base, "sent"], sum(p["sent"] for p in pubs))
                 mqtt.add_metric([*base, "dropped"], sum(p["dropped"] for p in pubs))
-                mqtt_up.add_metric(base, float(min(p["connected"] for p in pubs)))
+                mqtt_up.add_metric(base, float(min((p["connected"] for p in pubs if "connected" in p), default=0)))
                 mqtt_buffered.add_metric(base, sum(p["buffered"] for p in pubs))
             if cluster_stats is not None:
                 cluster.add_instance(base, cluster_stats())

@@ -84,3 +84,80 @@ pipelines:
     outcomes = {dict(k)["outcome"]: v for k, v in _samples(after, "vapipe_mqtt_messages_total").items()}
     assert outcomes["sent"] == 0 and outcomes["dropped"] == produced, (outcomes, produced)
     assert _samples(after, "vapipe_source_fps") and set(_samples(after, "vapipe_source_fps").values()) == {0.0}
+
+
+def test_the_messages_of_a_removed_source_stay_in_its_instance_totals(make_client) -> None:
+    from tests.live.helpers import free_port
+
+    pipelines = f"""
+pipelines:
+  published:
+    stages:
+      - {{name: decode, type: decode, params: {{realtime: true, fps: 50}}}}
+      - {{name: mqtt, type: mqtt, params: {{host: "127.0.0.1:{free_port()}", buffer: 5}}}}
+"""
+    client, _ = make_client(pipelines=pipelines)  # nothing listens at the broker's port
+    iid = client.post("/pipelines/published/1", json={"source": {"uri": "testsrc://bars?width=64&height=48",
+                                                                 "type": "uri"}}).json()
+    wait_state(client, iid, ("RUNNING",))
+    added = client.post(f"/pipelines/{iid}/sources", json={"uri": "testsrc://bars?width=64&height=48&frames=10"})
+    sid = added.json()["id"]
+    deadline = time.monotonic() + 20
+    while next(s for s in client.get(f"/pipelines/status/{iid}").json()["sources"] if s["id"] == sid)["state"] \
+            != "ended":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    def outcomes() -> dict[str, float]:
+        return {dict(k)["outcome"]: v for k, v in _samples(client.get("/metrics").text,
+                                                           "vapipe_mqtt_messages_total").items()}
+
+    before = outcomes()
+    assert client.delete(f"/pipelines/{iid}/sources/{sid}").status_code == 200
+    after = outcomes()
+    client.delete(f"/pipelines/{iid}")
+    frames = client.get(f"/pipelines/status/{iid}").json()["sources"][0]["frames"]
+    assert after["dropped"] >= before["dropped"] >= 10, (before, after)
+    assert outcomes() == {"sent": 0, "dropped": frames + 10}
+
+
+def test_an_instance_whose_sources_were_all_replaced_reads_its_new_connection(make_client, tmp_path) -> None:
+    """Removing the only source closes its MQTT connection; the next source opens another, which
+    ``vapipe_mqtt_connected`` reads, and the messages sent before stay counted."""
+    from tests.stages.test_mqtt import Broker
+
+    broker = Broker(need("mosquitto", "mosquitto"), tmp_path)
+    broker.start()
+    try:
+        pipelines = f"""
+pipelines:
+  published:
+    stages:
+      - {{name: decode, type: decode, params: {{realtime: true, fps: 50}}}}
+      - {{name: mqtt, type: mqtt, params: {{host: "127.0.0.1:{broker.port}"}}}}
+"""
+        client, _ = make_client(pipelines=pipelines)
+        uri = "testsrc://bars?width=64&height=48"
+
+        def sample(name: str, **labels: str) -> float:
+            return sum(v for k, v in _samples(client.get("/metrics").text, name).items()
+                       if labels.items() <= dict(k).items())
+
+        def wait_sent(more_than: float) -> None:
+            deadline = time.monotonic() + 20
+            while sample("vapipe_mqtt_messages_total", outcome="sent") <= more_than:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+        iid = client.post("/pipelines/published/1", json={"source": {"uri": uri, "type": "uri"}}).json()
+        wait_state(client, iid, ("RUNNING",))
+        wait_sent(0)
+        first = client.get(f"/pipelines/status/{iid}").json()["sources"][0]["id"]
+        assert client.delete(f"/pipelines/{iid}/sources/{first}").status_code == 200
+        sent = sample("vapipe_mqtt_messages_total", outcome="sent")
+        assert sent > 0 and sample("vapipe_mqtt_connected") == 0.0  # no source: no connection
+        assert client.post(f"/pipelines/{iid}/sources", json={"uri": uri}).status_code == 200
+        wait_sent(sent)
+        assert sample("vapipe_mqtt_connected") == 1.0
+    finally:
+        broker.kill()
