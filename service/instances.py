@@ -233,7 +233,8 @@ class InstanceManager:
             raise InstanceNotFound(f"instance {instance_id} has no running source {source_id!r}") from None
 
     def _forget_old(self) -> None:
-        finished = [i for i in self._instances.values() if i.stopped]
+        """Keep the ``keep_finished`` stopped instances that stopped last."""
+        finished = sorted((i for i in self._instances.values() if i.stopped), key=lambda i: i.ended_mono or 0.0)
         for inst in finished[:max(0, len(finished) - self.keep_finished)]:
             self._instances.pop(inst.id, None)
 

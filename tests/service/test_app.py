@@ -110,6 +110,25 @@ def test_max_running_queues_the_rest(make_client, tmp_path: Path) -> None:
     client.delete(f"/pipelines/{second}")
 
 
+def test_the_instances_stopped_last_are_kept(make_client, tmp_path: Path) -> None:
+    """Of the stopped instances, the server keeps the ``keep_finished`` that stopped last,
+    whenever they were created."""
+    client, manager = make_client()
+    manager.keep_finished = 2
+    early = _start(client, tmp_path)
+    wait_state(client, early, ("RUNNING",))
+    short = [_start(client, tmp_path, "counted/2", source={"uri": "testsrc://list", "type": "uri"})
+             for _ in range(2)]
+    for iid in short:
+        wait_state(client, iid, ("COMPLETED",))
+    assert client.delete(f"/pipelines/{early}").json()["state"] == "ABORTED"
+    last = _start(client, tmp_path, "counted/2", source={"uri": "testsrc://list", "type": "uri"})
+    wait_state(client, last, ("COMPLETED",))
+    newest = _start(client, tmp_path, "counted/2", source={"uri": "testsrc://list", "type": "uri"})
+    assert {s["id"] for s in client.get("/pipelines/status").json()} == {early, last, newest}
+    assert client.get(f"/pipelines/status/{early}").json()["state"] == "ABORTED"
+
+
 def test_declared_parameter_sets_the_stage(client, tmp_path: Path) -> None:
     iid = _start(client, tmp_path, parameters={"rate": 10})
     wait_state(client, iid, ("RUNNING",))
