@@ -5,7 +5,9 @@ Labels are bounded: ``instance`` (ids of the instances the server keeps, at most
 credentials), ``stage`` (stage names of the pipeline), ``queue``, ``state``.
 Units are seconds; counters end in ``_total``.  Once an instance has ended, its counters keep
 their final values (MQTT messages the close could not send count as dropped) and its gauges
-(rate, queues, requests in flight) read 0.
+(rate, queues, requests in flight) read 0.  A source's rate (``vapipe_source_fps``, from its first
+to its latest frame) reads 0 also while its state is not ``streaming`` (connecting, stalled,
+reconnecting): it runs at no rate then; the status's ``avg_fps`` keeps the average over its life.
 
 With ``vapipe serve --cluster`` the same families cover every camera on the cluster
 (gathered by this process from the actors), sources may also be ``pending``,
@@ -62,7 +64,8 @@ class VapipeCollector(Collector):
                                          labels=src_labels)
         state = GaugeMetricFamily("vapipe_source_state", "1 for the state the source is in",
                                   labels=[*src_labels, "state"])
-        fps = GaugeMetricFamily("vapipe_source_fps", "Steady-state frame rate (frames per second)", labels=src_labels)
+        fps = GaugeMetricFamily("vapipe_source_fps", "Frame rate while the source streams, else 0 "
+                                "(frames per second)", labels=src_labels)
         queue = GaugeMetricFamily("vapipe_queue_depth", "Items waiting in a source's queues",
                                   labels=[*src_labels, "queue"])
         inflight = GaugeMetricFamily("vapipe_inflight_requests", "Frames in asynchronous inference per stage",
@@ -106,7 +109,7 @@ class VapipeCollector(Collector):
                 reconnects.add_metric(labels, s["reconnects"])
                 for st in source_states:
                     state.add_metric([*labels, st], 1.0 if s["state"] == st else 0.0)
-                fps.add_metric(labels, 0.0 if ended else s["fps"])
+                fps.add_metric(labels, s["fps"] if not ended and s["state"] == "streaming" else 0.0)
                 queue.add_metric([*labels, "packets"], 0 if ended else s["queue_packets"])
                 queue.add_metric([*labels, "frames"], 0 if ended else s["queue_frames"])
                 for stage, n in s["in_flight"].items():

@@ -114,7 +114,8 @@ class SourceStatus(BaseModel):
 class InstanceStatus(BaseModel):
     id: str
     state: State
-    avg_fps: float
+    avg_fps: float = Field(description="frames per second of its sources, each averaged over its life (from its "
+                           "first to its latest frame)")
     start_time: float = Field(description="Unix time (s) it started running; 0 before")
     elapsed_time: float = Field(description="seconds running")
     message: str

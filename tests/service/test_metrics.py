@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -161,3 +162,36 @@ pipelines:
         assert sample("vapipe_mqtt_connected") == 1.0
     finally:
         broker.kill()
+
+
+def test_a_source_that_is_not_streaming_runs_at_no_rate(make_client, tmp_path) -> None:
+    """``vapipe_source_fps`` is the rate a source runs at: 0 while its stream is down, where the
+    status's ``avg_fps`` stays the average over the frames it had."""
+    from tests.cluster.helpers import make_clip
+    from tests.live.helpers import quiet_stream
+
+    pipelines = """
+pipelines:
+  cam:
+    stages:
+      - {name: decode, type: decode, params: {read_timeout_s: 0.5}}
+"""
+    client, _ = make_client(pipelines=pipelines)
+    closed, done = threading.Event(), threading.Event()
+    url = quiet_stream(make_clip(tmp_path / "cam.ts", 25, size=(160, 120)).read_bytes(), closed, done)
+    try:
+        iid = client.post("/pipelines/cam/1", json={"source": {"uri": url, "type": "uri"}}).json()
+        deadline = time.monotonic() + 20
+        while True:  # its one connection sent its frames, then went quiet: it never streams again
+            sources = client.get(f"/pipelines/status/{iid}").json()["sources"]
+            if sources and sources[0]["frames"] > 0 and sources[0]["state"] != "streaming":
+                break
+            assert time.monotonic() < deadline, sources
+            time.sleep(0.05)
+        text = client.get("/metrics").text
+        status = client.get(f"/pipelines/status/{iid}").json()
+    finally:
+        done.set()
+    assert status["state"] == "RUNNING" and status["sources"][0]["state"] in ("connecting", "reconnecting", "stalled")
+    assert list(_samples(text, "vapipe_source_fps").values()) == [0.0]
+    assert status["avg_fps"] > 0
