@@ -235,7 +235,8 @@ def create_app(catalog: Catalog, manager: InstanceManager, guard: Guard) -> Fast
     def known_pipeline(name: str, version: str) -> None:
         catalog.get(name, version)
 
-    # An unknown pipeline is 404 whatever the body: FastAPI runs dependencies before it checks the body.
+    # An unknown pipeline is 404 whatever JSON the body holds: FastAPI runs dependencies before it validates
+    # the body.  A body that is not JSON is 422 first: FastAPI parses it before it runs them.
     @app.post("/pipelines/{name}/{version}", response_model=str, responses=_ERRORS, tags=["pipelines"],
               dependencies=[Depends(known_pipeline)])
     def start(name: str, version: str, body: PipelineRequest) -> str:

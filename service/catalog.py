@@ -190,15 +190,18 @@ def _check_devices(spec: PipelineSpec) -> None:
 
 def _request_error(text: str, spec: PipelineSpec, parameters: dict[str, Any]) -> str:
     """A pipeline check's error as the request's field: ``parameters.KEY: ...`` for a parameter the
-    request set, ``destination.metadata.PARAM: ...`` for the destination's stage, else the message
-    without the check's file position."""
+    request set (the value in error, inside it or holding it: ``STAGE.PARAM.KEY`` and ``STAGE.PARAM``
+    both name ``PARAM.KEY``), ``destination.metadata.PARAM: ...`` for the destination's stage, else
+    the message without the check's file position."""
     match = _STAGE_ERROR.match(text)
     if match is None:
         return re.sub(r"^request:\d+: ", "", text)
     stage, param, message = match.groups()
+    loc = param.split(".")
     for key in parameters:
-        target = spec.parameters.get(str(key), str(key)).split(".")
-        if target[:2] == [stage, param]:
+        target_stage, *path = spec.parameters.get(str(key), str(key)).split(".")
+        depth = min(len(path), len(loc))
+        if target_stage == stage and depth and path[:depth] == loc[:depth]:
             return f"parameters.{key}: {message}"
     if stage.startswith("destination"):
         return f"destination.metadata.{param}: {message}"

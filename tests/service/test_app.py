@@ -93,6 +93,8 @@ def test_bad_requests_name_the_field(client, tmp_path: Path) -> None:
     assert client.delete("/pipelines/nope").status_code == 404
     r = client.post("/pipelines/nope/1", json={"source": {"type": "uri"}})  # the pipeline before the body
     assert r.status_code == 404 and "nope" in r.json()["detail"], r.json()
+    r = client.post("/pipelines/nope/1", content=b"{", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"].startswith("request body: malformed JSON"), r.json()
 
 
 def test_max_running_queues_the_rest(make_client, tmp_path: Path) -> None:

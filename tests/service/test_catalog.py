@@ -44,3 +44,29 @@ def test_a_device_this_machine_lacks_is_refused_with_the_request(catalog: Catalo
     assert "available: " in text and "CPU" in text and "\n" not in text
     built = catalog.build(spec, {"detector.device": "CPU"}, None, None, "i2")  # present: accepted
     assert built.stage("detector").params["device"] == "CPU"
+
+
+RECONNECTING = """
+pipelines:
+  cam:
+    parameters: {tries: decode.reconnect.max_attempts}
+    stages:
+      - {name: decode, type: decode}
+      - {name: metadata, type: metadata}
+"""
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("tries", "many", "valid integer"),
+    ("decode.reconnect.max_attempts", -3, "greater than or equal to 1"),
+    ("decode.reconnect", {"max_attempts": -3}, "greater than or equal to 1"),
+])
+def test_a_bad_value_inside_a_mapping_parameter_names_the_request_field(tmp_path: Path, key: str, value: object,
+                                                                        why: str) -> None:
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(RECONNECTING)
+    catalog = Catalog(config, Guard([tmp_path]))
+    with pytest.raises(ValueError) as err:
+        catalog.build(catalog.get("cam", "1"), {"decode.fps": 5, key: value}, None, None, "i1")
+    text = str(err.value)
+    assert text.startswith(f"parameters.{key}: ") and why in text, text
