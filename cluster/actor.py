@@ -243,11 +243,11 @@ class CameraGroup:
         stages: dict[str, dict[str, Any]] = {}
         publishers: list[dict[str, int]] = []
         if session is not None:
-            from service.backend import publisher_counters
+            from service.backend import session_publishers
 
             live = {s["id"]: s for s in session.sources()}
             stages = {name: latency_dict(lat) for name, lat in session.stage_stats.items()}
-            publishers = publisher_counters(session.cameras())
+            publishers = session_publishers(session)
         cameras = {}
         for s in stats:
             with s.lock:

@@ -34,7 +34,8 @@ from .live import LiveView, Watch
 from .logs import thread_prefix
 from .security import redact
 
-__all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle", "publisher_counters", "REMOTE_SOURCE_STATES"]
+__all__ = ["Backend", "Handle", "LocalBackend", "LocalHandle", "publisher_counters", "REMOTE_SOURCE_STATES",
+           "session_publishers"]
 
 log = logging.getLogger("vapipe.serve")
 
@@ -136,11 +137,7 @@ class LocalHandle:
                 "summary": self.session.plan.summary()}
 
     def publishers(self) -> list[dict[str, int]]:
-        """Counters of the MQTT sinks of every camera, removed ones too (their messages stay
-        counted); a removed camera's leave out ``connected`` (its connection is not the instance's)."""
-        removed = publisher_counters(self.session.removed_cameras())
-        return [*publisher_counters(self.session.cameras()),
-                *({k: v for k, v in p.items() if k != "connected"} for p in removed)]
+        return session_publishers(self.session)
 
     def watch(self, source_id: str) -> Watch:
         if source_id not in {s["id"] for s in self.session.sources()}:
@@ -197,6 +194,14 @@ class LocalBackend:
                 self._restore_global()
                 self._restore_global = None
         sys.setswitchinterval(self._old_interval)
+
+
+def session_publishers(session: Any) -> list[dict[str, int]]:
+    """Counters of the MQTT sinks of every camera of ``session``, removed ones too (their messages
+    stay counted); a removed camera's leave out ``connected`` (its connection is not the session's)."""
+    removed = publisher_counters(session.removed_cameras())
+    return [*publisher_counters(session.cameras()),
+            *({k: v for k, v in p.items() if k != "connected"} for p in removed)]
 
 
 def publisher_counters(cameras: Iterable[Any]) -> list[dict[str, int]]:

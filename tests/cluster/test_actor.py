@@ -107,3 +107,36 @@ def test_a_camera_removed_before_its_group_starts_never_starts(tmp_path: Path) -
     result = group.run()
     assert [s["source"] for s in result["summary"]["sources"]] == ["two"]
     assert not (tmp_path / "one.jsonl").exists() and _seqs(tmp_path / "two.jsonl") == list(range(5))
+
+
+def test_a_removed_cameras_messages_stay_in_the_groups_totals(tmp_path: Path) -> None:
+    """The driver sums the groups' MQTT counters into the service's metrics: a camera taken out of
+    its group keeps its messages counted there (a counter never goes down)."""
+    from tests.live.helpers import free_port
+
+    config = CONFIG.replace("      - {name: metadata, type: metadata}\n",
+                            f"      - {{name: mqtt, type: mqtt, params: {{host: '127.0.0.1:{free_port()}', "
+                            "buffer: 5}}\n")  # nothing listens there: every message is dropped
+    spec = parse_config(config).get("p").model_dump()
+    tasks = [{"camera": "one", "uri": SCENE}, {"camera": "two", "uri": SCENE}]
+    group = CameraGroup(spec, "<string>", tasks, {"run_id": "r1", "output_dir": str(tmp_path), "lease_s": 60.0})
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(group.run()))
+    runner.start()
+
+    def dropped() -> int:
+        return sum(p["dropped"] for p in group.status()["publishers"])
+
+    try:
+        deadline = time.monotonic() + 60
+        while not all(group.status()["cameras"].get(c, {}).get("frames", 0) > 10 for c in ("one", "two")):
+            assert time.monotonic() < deadline and runner.is_alive(), result
+            time.sleep(0.2)
+        gone = group.remove("one")
+        after = dropped()
+        assert after >= gone["frames"] > 10
+    finally:
+        group.stop()
+        runner.join(timeout=30)
+    assert result["state"] == "ended"
+    assert sum(p["dropped"] for p in result["status"]["publishers"]) >= after
