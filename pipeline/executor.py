@@ -24,7 +24,8 @@ class GraphExecutor:
     Inference stages run asynchronously (``async_mode``) with up to their
     ``depth`` frames in flight.  Leaves report finished frames to ``on_output``, each frame
     once: when the first of several leaves hands it on (each leaf's frames leave in ``seq``
-    order; a branch that dropped the frame does not hold it back).
+    order; a branch that dropped the frame does not hold it back).  A frame a stage fails
+    on goes to ``on_error`` with that frame alone; the frames around it go on in order.
     """
 
     def __init__(self, graph: PipelineGraph, stages: dict[str, Stage], async_mode: bool,
@@ -63,25 +64,36 @@ class GraphExecutor:
     def poll(self) -> None:
         """Hand on frames that finished since the last call (never blocks)."""
         if self.async_mode:
-            self._collect(lambda stage: stage.poll() if stage.in_flight else [])
+            self._collect(wait=False)
 
     def finish(self) -> None:
         """Drain every inference stage in topological order."""
         if self.async_mode:
-            self._collect(lambda stage: stage.drain())
+            self._collect(wait=True)
 
-    def _collect(self, take: Callable[[InferStage], list[Frame]]) -> None:
+    def _collect(self, wait: bool) -> None:
         for name in self.order:
             stage = self.stages[name]
-            if not isinstance(stage, InferStage):
-                continue
-            try:
-                outs = take(stage)
-            except Exception as exc:  # noqa: BLE001 - routed through the error policy
-                self.on_error(name, exc, None)
-                continue
-            for f in outs:
-                self._done(name, f)
+            if isinstance(stage, InferStage):
+                self._take(name, stage, wait)
+
+    def _take(self, name: str, stage: InferStage, wait: bool) -> None:
+        """Hand on the stage's frames in order while the oldest has finished (``wait``: all)."""
+        while stage.in_flight and (wait or stage.oldest_done()):
+            self._take_oldest(name, stage)
+
+    def _take_oldest(self, name: str, stage: InferStage) -> None:
+        """Hand on the stage's oldest frame; if it fails, only that frame goes to ``on_error``."""
+        frame = stage.oldest
+        try:
+            outs = stage.pop_oldest()
+        except Exception as exc:  # noqa: BLE001 - routed through the error policy
+            if frame is not None:
+                self._forget(name, frame.seq)
+            self.on_error(name, exc, frame)
+            return
+        for f in outs:
+            self._done(name, f)
 
     def _emit(self, name: str, frame: Frame) -> None:
         succ = self.succ[name]
@@ -112,20 +124,15 @@ class GraphExecutor:
                 self._submitted[(name, frame.seq)] = t0
                 if self.tracer is not None:
                     self._lane_of[(name, frame.seq)] = (self._lanes[name].take(), self.tracer.now())
-                outs = stage.poll()
-                while stage.over_depth():
-                    outs.extend(stage.pop_oldest())
             else:
                 out = stage.process(frame)
         except Exception as exc:  # noqa: BLE001 - routed through the error policy
-            if is_async:
-                self._submitted.pop((name, frame.seq), None)
             self.on_error(name, exc, frame)
             return
         if is_async:
-            # Outside the try: a failure further down belongs to that stage's policy.
-            for f in outs:
-                self._done(name, f)
+            self._take(name, stage, wait=False)
+            while stage.over_depth():
+                self._take_oldest(name, stage)
             return
         t1 = time.perf_counter_ns()
         self.passed[name] += 1
@@ -135,6 +142,13 @@ class GraphExecutor:
             self.tracer.slice(self.camera, name, f"frame {frame.seq}", end - (t1 - t0), end, seq=frame.seq)
         if out is not None:
             self._emit(name, out)
+
+    def _forget(self, name: str, seq: int) -> None:
+        """Drop what was kept for frame ``seq`` in stage ``name`` (its start, its trace lane)."""
+        self._submitted.pop((name, seq), None)
+        lane = self._lane_of.pop((name, seq), None)
+        if lane is not None:
+            self._lanes[name].give(lane[0])
 
     def _done(self, name: str, frame: Frame) -> None:
         self.passed[name] += 1

@@ -176,7 +176,8 @@ class InferStage(Stage):
 
     Callers use :meth:`submit`, then :meth:`poll` (finished frames, never blocks),
     :meth:`pop_oldest` (waits for the oldest frame) or :meth:`drain` (waits for all).
-    Frames leave in the order they were submitted.  ``depth`` is how many frames with
+    Frames leave in the order they were submitted; a frame whose work fails raises its
+    error once, and the frames before and after it still leave.  ``depth`` is how many frames with
     inference the runtime keeps in flight per camera (it calls :meth:`pop_oldest` while
     :attr:`working` exceeds it, or :attr:`in_flight` exceeds :attr:`max_in_flight`);
     stages set it from their request pools.  Frames passing without inference wait
@@ -190,6 +191,7 @@ class InferStage(Stage):
         super().__init__(*args, **kwargs)
         self._pending: deque[tuple[Frame, Any, bool]] = deque()  # frame, ticket, has_work(ticket)
         self._working = 0  # entries of _pending with inference
+        self._failed: Exception | None = None  # a frame's error that poll or drain leaves to the next call
         self._reconfigure: dict[str, Any] | None = None
         #: inferences started (a detector: one per frame it runs on; a region model: one per object)
         self.inferences = 0
@@ -259,37 +261,50 @@ class InferStage(Stage):
         self._working += works
 
     def poll(self) -> list[Frame]:
-        """Frames whose work has finished, in submission order; never blocks."""
-        out: list[Frame] = []
-        while self._pending:
-            frame, ticket, _ = self._pending[0]
-            if ticket is not None and not self.is_done(ticket):
-                break
-            self._popleft()
-            done = self.complete(frame, ticket) if ticket is not None else frame
-            if done is not None:
-                out.append(done)
-        return out
+        """Frames whose work has finished, in submission order; never blocks.  When a frame's
+        work fails, the frames before it are returned and the next poll, pop_oldest or drain
+        raises its error; the frames after it stay in flight."""
+        return self._take(wait=False)
 
     def pop_oldest(self) -> list[Frame]:
-        """Wait for the oldest frame in flight and return it (or [] if dropped)."""
+        """Wait for the oldest frame in flight and return it (or [] if dropped); raises its error."""
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         if not self._pending:
             return []
-        frame, ticket = self._popleft()
+        frame, ticket, works = self._pending.popleft()
+        self._working -= works
         done = self.complete(frame, ticket) if ticket is not None else frame
         return [] if done is None else [done]
 
-    def _popleft(self) -> tuple[Frame, Any]:
-        frame, ticket, works = self._pending.popleft()
-        self._working -= works
-        return frame, ticket
-
     def drain(self) -> list[Frame]:
-        """Wait for every frame in flight; return them in order."""
+        """Wait for every frame in flight; return them in order (a failure: as :meth:`poll`)."""
+        return self._take(wait=True)
+
+    def _take(self, wait: bool) -> list[Frame]:
         out: list[Frame] = []
-        while self._pending:
-            out.extend(self.pop_oldest())
+        while self._failed is not None or (self._pending and (wait or self.oldest_done())):
+            try:
+                out.extend(self.pop_oldest())
+            except Exception as exc:  # noqa: BLE001 - raised again by the next call
+                if not out:
+                    raise
+                self._failed = exc
+                break
         return out
+
+    @property
+    def oldest(self) -> Frame | None:
+        """The oldest frame in flight (the one :meth:`pop_oldest` takes next), or None."""
+        return self._pending[0][0] if self._pending else None
+
+    def oldest_done(self) -> bool:
+        """Whether the oldest frame in flight has finished, so :meth:`pop_oldest` does not wait; never blocks."""
+        if not self._pending:
+            return False
+        ticket = self._pending[0][1]
+        return ticket is None or self.is_done(ticket)
 
     @property
     def in_flight(self) -> int:

@@ -215,6 +215,15 @@ def test_restart_policy_reopens_the_stage_and_gives_up_when_it_keeps_failing(tmp
     assert out["cam"] == []
 
 
+@pytest.mark.parametrize("fail", [10, 27, 29])
+def test_a_failed_inference_skips_its_frame_alone(tmp_path: Path, fail: int) -> None:
+    failing = f'"tests.pipeline.test_executor:FailingInfer", params: {{ms: 20, requests: 4, fail: [{fail}]}}'
+    text = LINEAR.replace('"pipeline.testing:SleepInfer", params: {ms: 8, requests: 2}', failing + ", on_error: skip")
+    summary, out = _run(text, tmp_path)
+    assert summary.error is None and [f.seq for f in out["cam"]] == [s for s in range(30) if s != fail]
+    assert (summary.sources[0].processed, summary.sources[0].skipped_errors) == (29, 1)
+
+
 def test_user_stages_skip_per_frame_errors_by_default(tmp_path: Path) -> None:
     summary, out = _run(FAILING.replace("ON_ERROR", ""), tmp_path)
     assert summary.error is None and summary.sources[0].skipped_errors == 4

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.frame import Frame
-from pipeline.stage import Stage, StageError
+from pipeline.stage import InferStage, Params, Stage, StageError
 from stages.decode import Decode
 from stages.detect import Detect
 from stages.track import Track
@@ -126,3 +126,37 @@ def test_a_reconfigured_stage_keeps_the_frames_submitted_after_it() -> None:
             out += stage.poll()
         out += stage.drain()
     assert [f.seq for f in out] == list(range(8)) and Counted.opens == 2  # at the start and for the change
+
+
+class _FailsOn(InferStage):
+    """Inference finished at once that fails on the frames in ``fail``."""
+
+    class Params(Params):
+        fail: list[int] = []
+
+    params: Params
+
+    def start(self, frame: Frame) -> int:
+        return frame.seq
+
+    def is_done(self, ticket: int) -> bool:
+        return True
+
+    def complete(self, frame: Frame, ticket: int) -> Frame:
+        if ticket in self.params.fail:
+            raise ValueError(f"inference failed on frame {ticket}")
+        return frame
+
+
+@pytest.mark.parametrize("collect", ["poll", "drain"])
+def test_a_failed_inference_loses_no_other_frame(collect: str) -> None:
+    stage = _FailsOn(fail=[2, 3])
+    for seq in range(6):
+        stage.submit(Frame.from_image(np.zeros((8, 8, 3), np.uint8), "cam", seq))
+    take = getattr(stage, collect)
+    assert [f.seq for f in take()] == [0, 1]  # the frames before the failure
+    with pytest.raises(ValueError, match="failed on frame 2$"):
+        take()
+    with pytest.raises(ValueError, match="failed on frame 3$"):
+        take()
+    assert [f.seq for f in take()] == [4, 5] and stage.in_flight == 0
