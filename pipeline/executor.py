@@ -48,13 +48,24 @@ class GraphExecutor:
         self.npred = {n: g.in_degree(n) for n in graph.order}
         self._arrivals: dict[tuple[str, int], int] = {}
         self._leaves = sum(1 for n in graph.order if not self.succ[n])
-        self._last_out_seq = -1
+        self._reported: set[int] = set()  # seqs reported at or above _reported_below (several leaves)
+        self._reported_below = 0  # the frames before it have all left the graph
         self._submitted: dict[tuple[str, int], int] = {}
         #: frames each stage has handled without an error (its error policy reads it)
         self.passed: dict[str, int] = {n: 0 for n in graph.order}
 
     def feed(self, frame: Frame) -> None:
+        if self._leaves > 1:
+            self._forget_reported(frame.seq)
         self._emit(self.graph.source, frame)
+
+    def _forget_reported(self, seq: int) -> None:
+        """Keep only the reported seqs a frame still in flight (or ``seq``, entering) may reach."""
+        oldest = (st.oldest for st in self.stages.values() if isinstance(st, InferStage))
+        low = min([seq, *(f.seq for f in oldest if f is not None)])
+        if low > self._reported_below:
+            self._reported_below = low
+            self._reported = {s for s in self._reported if s >= low}
 
     @property
     def in_flight(self) -> int:
@@ -99,9 +110,9 @@ class GraphExecutor:
         succ = self.succ[name]
         if not succ:
             if self._leaves > 1:
-                if frame.seq <= self._last_out_seq:
+                if frame.seq < self._reported_below or frame.seq in self._reported:
                     return
-                self._last_out_seq = frame.seq
+                self._reported.add(frame.seq)
             self.on_output(frame)
             return
         for nxt in succ:

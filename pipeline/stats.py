@@ -95,7 +95,7 @@ class SourceStats:
     state: str | None = None  # last state a live source reported (connecting, streaming, ...)
     reason: str = ""  # why it is in that state (a stream that ended, a connection refused); "" when streaming
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # Stage.counters() by stage name, at the end
-    last_seq: int | None = None  # seq of the latest frame that left the pipeline
+    last_seq: int | None = None  # the highest seq of the frames that left the pipeline
     latency: LatencyStats = field(default_factory=LatencyStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     down_since: float | None = field(default=None, repr=False)  # monotonic time a live source went down
@@ -123,7 +123,7 @@ class SourceStats:
         now = time.monotonic()
         with self.lock:
             self.processed += 1
-            if seq is not None:
+            if seq is not None and (self.last_seq is None or seq > self.last_seq):
                 self.last_seq = seq
             if self.first_out is None:
                 self.first_out = now

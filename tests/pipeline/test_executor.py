@@ -105,3 +105,19 @@ def test_a_failed_inference_drops_its_frame_alone(how: str, fail: list[int]) -> 
     assert run.out == kept and run.errors == [("held", seq) for seq in fail]
     assert run.stats["held"].count == run.executor.passed["held"] == len(kept)  # each latency its frame's
     assert run.stats["sink"].count == len(kept) and run.executor.in_flight == 0
+
+
+TWO_LEAVES = """\
+      - {name: src, type: "pipeline.testing:ListSource"}
+      - {name: flaky, type: "pipeline.testing:Fail", params: {every: 2}}
+      - {name: held, type: "pipeline.testing:SleepInfer", inputs: [src]}
+"""
+
+
+@pytest.mark.parametrize("depth, out", [(10, [0, 2, 4, 1, 3, 5]), (2, [0, 2, 1, 4, 3, 5])])
+def test_a_frame_one_leaf_dropped_is_reported_once_by_the_other(depth: int, out: list[int]) -> None:
+    run = Run(TWO_LEAVES, [])
+    run.held.depth = depth
+    run.feed(range(6))
+    run.executor.finish()
+    assert run.out == out and run.errors == [("flaky", 1), ("flaky", 3), ("flaky", 5)]

@@ -103,6 +103,26 @@ def test_a_frame_leaving_by_two_ends_is_counted_once(tmp_path: Path) -> None:
     assert summary.sources[0].processed == 25  # not 50: the frames, not their ways out
 
 
+FLAKY_END = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "pipeline.testing:ListSource", params: {count: 25}}
+      - {name: slow, type: "pipeline.testing:SleepInfer", params: {ms: 4, label: a}}
+      - {name: sink, type: "pipeline.testing:CollectSink", inputs: [slow]}
+      - {name: flaky, type: "pipeline.testing:Fail", params: {every: 6}, on_error: skip, inputs: [src]}
+      - {name: fast, type: "pipeline.testing:CollectSink", inputs: [flaky]}
+"""
+
+
+def test_a_frame_one_end_dropped_is_counted_when_the_other_hands_it_on(tmp_path: Path) -> None:
+    summary, out = _run(FLAKY_END, tmp_path)
+    assert summary.error is None and [f.seq for f in out["cam"]] == list(range(25))
+    assert [f.seq for f in COLLECTED["fast"]["cam"]] == [s for s in range(25) if s % 6 != 5]
+    src = summary.sources[0]
+    assert (src.processed, src.skipped_errors, src.last_seq) == (25, 4, 24)
+
+
 def test_frames_without_inference_still_leave_in_order(tmp_path: Path) -> None:
     text = LINEAR.replace("requests: 2}", "requests: 2, skip_every: 3}")
     summary, out = _run(text, tmp_path)
