@@ -111,6 +111,7 @@ class Stage:
         stage opens it again too, except for a sink (``kind == "sink"``): a sink's outputs are
         final once closed, and it does with late frames what it documents (a video sink passes
         them on unwritten)."""
+        self._closed = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

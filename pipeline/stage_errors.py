@@ -67,7 +67,7 @@ class StageErrorPolicy:
             log.warning("%s (restarting the stage)", text)
             stage = self.stages[stage_name]
             stage.close()
-            stage.open()
+            stage.ensure_open(reopen=True)
             return True
         raise StageFailure(text) from exc
 
