@@ -78,6 +78,7 @@ class Session(SessionPlanning):
         self._lock = threading.RLock()
         self._cameras: dict[str, Camera] = {}         # running or finished, not removed
         self._removed: list[Camera] = []
+        self._removing: dict[str, Camera] = {}        # removed, frames in flight not yet finished
         self._threads: dict[str, list[threading.Thread]] = {}
         self._closed_ids: set[str] = set()
         self._finished: set[int] = set()               # id() of cameras closed by _finish
@@ -113,7 +114,7 @@ class Session(SessionPlanning):
         names (default: from the URIs); ``own``: per source, stage overrides for that camera only."""
         with self._lock:
             self._check_open()
-            taken = set(self._cameras) | self._closed_ids
+            taken = set(self._cameras) | set(self._removing) | self._closed_ids
             if ids is not None and (len(ids) != len(uris) or len(set(ids)) != len(ids)):
                 raise ValueError(f"{len(uris)} sources need as many distinct source ids, got {list(ids)}")
             if ids is not None and set(ids) & taken:
@@ -127,7 +128,8 @@ class Session(SessionPlanning):
                 raise Stopped("the run was stopped while its sources opened") from None
             cams = [self._camera(uri, sid, opts, priorities[i] if priorities else None, own[i] if own else None)
                     for i, (uri, sid) in enumerate(zip(uris, ids))]
-            check_distinct_outputs([*(self._cameras[sid] for sid in self._live_ids()), *cams])
+            check_distinct_outputs([*(self._cameras[sid] for sid in self._live_ids()), *self._removing.values(),
+                                    *cams])
             opened: list[Camera] = []
             try:
                 for cam in cams:
@@ -161,12 +163,14 @@ class Session(SessionPlanning):
 
     def remove_source(self, source_id: str, timeout: float | None = None) -> SourceStats:
         """Stop one camera (frames in flight finish, its outputs are finalised); returns its
-        statistics.  Raises KeyError for an unknown id."""
+        statistics.  Raises KeyError for an unknown id.  Until it returns, the camera's id and
+        output files stay its own: a source added meanwhile gets another id."""
         with self._lock:
             cam = self._cameras.pop(source_id, None)
             if cam is None:
                 raise KeyError(source_id)
             self._removed.append(cam)
+            self._removing[source_id] = cam
         cam.halt_reading.set()
         deadline = time.monotonic() + (self.opts.stop_deadline_s if timeout is None else timeout)
         threads = self._threads.pop(source_id, [])
@@ -174,6 +178,8 @@ class Session(SessionPlanning):
             cam.abort.set()  # frames still in flight past the deadline: stop waiting for them
             _join(cam, threads, time.monotonic() + self.opts.stop_deadline_s)
         self._finish(cam)
+        with self._lock:
+            del self._removing[source_id]  # its outputs are closed
         self._mark_multi_camera(keep=True)
         return cam.stats
 

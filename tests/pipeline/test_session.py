@@ -338,3 +338,71 @@ def test_the_frames_a_camera_dropped_never_go_down_while_it_closes(tmp_path: Pat
         SlowClose.release.set()
         summary = session.close()
     assert 5 <= running <= closing == closed == summary.sources[0].dropped, (running, closing, closed)
+
+
+DRAINS = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode}
+      - {name: infer, type: "pipeline.testing:SleepInfer", params: {ms: 40, requests: 1}}
+      - {name: encode, type: encode, params: {preset: ultrafast, path: "%s"}}
+      - {name: readd_sink, type: "pipeline.testing:CollectSink"}
+"""
+READD = "testsrc://bars?width=96&height=64&frames=40"
+
+
+def _removing(session: Session, source_id: str) -> threading.Thread:
+    """``remove_source(source_id)`` on a thread, returned while it still waits for frames in flight."""
+    removal = threading.Thread(target=session.remove_source, args=(source_id,))
+    removal.start()
+    time.sleep(0.1)
+    assert removal.is_alive()
+    return removal
+
+
+def _wait_end(session: Session) -> None:
+    deadline = time.monotonic() + 20
+    while not session.wait(0.25):
+        assert time.monotonic() < deadline
+
+
+def test_a_source_added_again_while_its_removal_finishes_gets_an_id_of_its_own(tmp_path: Path) -> None:
+    """Until a removed camera's frames in flight are done, its id and its files stay its own: the
+    same URI added meanwhile is a new camera beside it, and the other cameras go on."""
+    session = _session(DRAINS % "{output}/{source}.mp4", tmp_path, cores=0)
+    try:
+        [a, other] = session.add_sources([READD, READD], ids=["bars", "other"])
+        time.sleep(0.5)
+        removal = _removing(session, a)
+        b = session.add_source(READD)
+        with pytest.raises(ValueError, match="in use"):
+            session.add_source(READD, source_id=a)
+        removal.join()
+        _wait_end(session)
+    finally:
+        summary = session.close()
+    assert b == "bars-2"
+    assert session.failures == [] and summary.error is None
+    frames = {s.source: s.processed for s in summary.sources}
+    assert frames == {a: frames[a], other: 40, b: 40} and frames[a] > 10  # the removed one: what it read
+    assert [f.seq for f in COLLECTED["readd_sink"][a]] == list(range(frames[a]))
+    assert sorted(p.name for p in tmp_path.glob("*.mp4")) == ["bars-2.mp4", "bars.mp4", "other.mp4"]
+
+
+def test_a_source_that_would_write_the_file_of_a_camera_being_removed_is_refused(tmp_path: Path) -> None:
+    session = _session(DRAINS % "{output}/one.mp4", tmp_path, cores=0)
+    try:
+        [a] = session.add_sources([READD])
+        time.sleep(0.5)
+        removal = _removing(session, a)
+        with pytest.raises(ValueError, match="one.mp4"):
+            session.add_source(READD)
+        removal.join()
+        b = session.add_source(READD)  # the file is free again
+        _wait_end(session)
+    finally:
+        summary = session.close()
+    assert session.failures == [] and summary.error is None
+    frames = {s.source: s.processed for s in summary.sources}
+    assert frames == {a: frames[a], b: 40} and frames[a] > 10
