@@ -278,14 +278,15 @@ class Camera:
             self.stats.ended = time.monotonic()
 
     def sync_loop(self) -> None:
-        """Read, decode and process on one thread; one request, no overlap."""
+        """Read, decode and process on one thread; one request, no overlap.  Ends with the source,
+        or once reading is halted (the camera removed), the run stops or aborts."""
         self.native_ids["sync"] = threading.get_native_id()
         executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
                                  self.opts.trace, self.source_id)
         self._executor = executor
         try:
             for unit in self.source.units():  # type: ignore[attr-defined]
-                if self.stop_sources.is_set() or self.abort.is_set():
+                if self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set():
                     break
                 if unit is not None:
                     self._delay()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,33 @@ def test_a_file_camera_queues_frames_by_their_bytes(tmp_path: Path, size: tuple[
         before = cam.frames.maxsize
         assert cam._take(Frame(source_id="cam", seq=0, width=size[0], height=size[1]))
         assert cam.frames.maxsize == (before if live else depth)
+
+
+SYNC = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: decode}
+      - {name: camera_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+def test_a_sync_camera_removed_stops_reading_at_once(tmp_path: Path) -> None:
+    """``--sync`` reads, decodes and processes on one thread; removing the camera ends it after the
+    frame it works on, not at the stop deadline."""
+    from pipeline.session import Session
+
+    out: list[float] = []
+    graph = build_graph(parse_config(SYNC, "t.yaml").get("p"))
+    opts = RunOptions(output_dir=tmp_path, handle_signals=False, cores=0, sync=True, stop_deadline_s=3.0)
+    session = Session(graph, opts, process_wide=False, on_frame=lambda sid, frame: out.append(time.monotonic()))
+    try:
+        sid = session.add_source("testsrc://bars?width=96&height=64&frames=100000")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        stats = session.remove_source(sid)
+        took = time.monotonic() - t0
+    finally:
+        session.close()
+    assert took < 1.0
+    assert sum(1 for t in out if t > t0) <= 1 and stats.processed == len(out) > 0
