@@ -2,7 +2,8 @@
 
 ``reader`` pulls compressed units from the source, ``decoder`` turns them into frames,
 ``worker`` pushes frames through the stages (:class:`pipeline.executor.GraphExecutor`);
-``sync_loop`` does all three on one thread with one request per stage (the baseline).
+``sync_loop`` does all three on one thread with one request per stage (the baseline,
+:mod:`pipeline.camera_sync`).
 Failures follow the stages' error policy and are reported in one line.
 """
 
@@ -14,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from .arbiter import LEVELS, SourcePriority
+from .camera_sync import SyncLoop
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
@@ -39,7 +41,7 @@ LIVE_FRAMES = 2
 LIVE_FRAMES_URGENT = 4
 
 
-class Camera:
+class Camera(SyncLoop):
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
                  stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
@@ -275,36 +277,6 @@ class Camera:
             self._fail(exc, "worker")
         finally:
             self.halt_reading.set()
-            self.stats.ended = time.monotonic()
-
-    def sync_loop(self) -> None:
-        """Read, decode and process on one thread; one request, no overlap.  Ends with the source,
-        or once reading is halted (the camera removed), the run stops or aborts."""
-        self.native_ids["sync"] = threading.get_native_id()
-        executor = GraphExecutor(self.graph, self.stages, False, self.stage_stats, self._output, self.on_error,
-                                 self.opts.trace, self.source_id)
-        self._executor = executor
-        try:
-            for unit in self.source.units():  # type: ignore[attr-defined]
-                if self.halt_reading.is_set() or self.stop_sources.is_set() or self.abort.is_set():
-                    break
-                if unit is not None:
-                    self._delay()
-                stop = False
-                for frame in self._decode(unit):
-                    if not self._take(frame):
-                        stop = True
-                        break
-                    if self.needs_image:
-                        frame.image()
-                    executor.feed(frame)
-                if stop:
-                    break
-            else:
-                self._note_missing_frames()
-        except Exception as exc:  # noqa: BLE001
-            self._fail(exc, "worker")
-        finally:
             self.stats.ended = time.monotonic()
 
     def _note_missing_frames(self) -> None:

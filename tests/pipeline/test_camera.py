@@ -1,20 +1,23 @@
-"""Camera: opening and closing its stages; the frames a live camera keeps."""
+"""Camera: opening and closing its stages; the frames a live camera keeps; one camera stopping alone."""
 
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
 from pipeline.arbiter import SourcePriority
 from pipeline.camera import LIVE_FRAMES, LIVE_FRAMES_URGENT, Camera
 from pipeline.config import parse_config
+from pipeline.frame import Frame
 from pipeline.graph import build_graph
 from pipeline.left_readers import Stopped
 from pipeline.runtime import RunOptions, run_pipeline
 from pipeline.testing import CollectSink, ListSource
+from stages.sources.base import SourceError
 
 PIPELINE = """
 pipelines:
@@ -134,3 +137,40 @@ def test_a_sync_camera_removed_stops_reading_at_once(tmp_path: Path) -> None:
         session.close()
     assert took < 1.0
     assert sum(1 for t in out if t > t0) <= 1 and stats.processed == len(out) > 0
+
+
+GIVES_UP = """
+pipelines:
+  p:
+    stages:
+      - {name: src, type: "tests.pipeline.test_camera:GivesUp", params: {count: 30, decode_ms: 10}}
+      - {name: camera_sink, type: "pipeline.testing:CollectSink"}
+"""
+
+
+class GivesUp(ListSource):
+    """A list source; the one named ``gives-up`` fails to read at once (a camera that gave up),
+    the one named ``cannot-decode`` fails to decode its first frame."""
+
+    def units(self) -> Iterator[Any]:
+        if self.params.uri == "gives-up":
+            raise SourceError("gave up on gives-up after 1 attempt: Connection refused")
+        yield from super().units()
+
+    def decode_unit(self, unit: Any) -> list[Frame]:
+        if self.params.uri == "cannot-decode":
+            raise SourceError("cannot-decode: invalid data")
+        return super().decode_unit(unit)
+
+
+@pytest.mark.parametrize("sync", [False, True])
+@pytest.mark.parametrize("failing", ["gives-up", "cannot-decode"])
+def test_a_camera_whose_source_fails_stops_alone(tmp_path: Path, sync: bool, failing: str) -> None:
+    """The other cameras of the run go on to their end (``--sync`` too); the run still fails."""
+    graph = build_graph(parse_config(GIVES_UP, "t.yaml").get("p"))
+    summary = run_pipeline(graph, [failing, "file"],
+                           RunOptions(output_dir=tmp_path, handle_signals=False, cores=0, sync=sync))
+    stats = {s.source: s for s in summary.sources}
+    assert stats["file"].processed == 30 and stats["file"].error is None
+    assert stats[failing].processed == 0 and failing in (stats[failing].error or "")
+    assert summary.error == stats[failing].error
