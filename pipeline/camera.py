@@ -58,10 +58,8 @@ class Camera(SyncLoop):
         for name, params in (own or {}).items():  # this camera's own overrides
             overrides.setdefault(name, {}).update(params)
         overrides.setdefault(graph.source, {})["uri"] = uri
-        if opts.sync or opts.requests:
-            for name, cls in graph.classes().items():
-                if issubclass(cls, InferStage) and "requests" in cls.Params.model_fields:
-                    overrides.setdefault(name, {})["requests"] = 1 if opts.sync else opts.requests
+        for name, requests in opts.user_requests(graph).items():
+            overrides.setdefault(name, {})["requests"] = requests
         self.stages = graph.instantiate(overrides)
         self.output_dir = opts.output_dir
         for st in self.stages.values():

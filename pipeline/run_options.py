@@ -62,3 +62,13 @@ class RunOptions:
     #: run_pipeline calls it with its Session once the sources are open (to add or remove cameras
     #: from another thread while the run goes)
     on_session: "Callable[[Session], None] | None" = None
+
+    def user_requests(self, graph: Any) -> dict[str, int]:
+        """Requests per camera the run sets (``requests``; 1 with ``sync``) for every inference
+        stage of ``graph`` that takes them, by stage name; they are the user's: no plan changes them."""
+        if not (self.sync or self.requests):
+            return {}
+        from .stage import InferStage
+
+        return {name: 1 if self.sync else int(self.requests or 0) for name, cls in graph.classes().items()
+                if issubclass(cls, InferStage) and "requests" in cls.Params.model_fields}

@@ -39,13 +39,21 @@ class SessionPlanning:
     def _plan(self, sources: int | list[str], measure: bool = True) -> Any:
         from .threads import plan_for_graph
 
-        return plan_for_graph(self.graph, sources, self.opts.cores, self.opts.overrides,  # user-set values win
+        return plan_for_graph(self.graph, sources, self.opts.cores, self._user_overrides(),  # user-set values win
                               costs=self.costs, measure=measure)
 
     def _plan_overrides(self, plan: Any) -> dict[str, dict[str, Any]]:
         from .threads import plan_overrides
 
-        return plan_overrides(plan, self.graph, self.opts.overrides)
+        return plan_overrides(plan, self.graph, self._user_overrides())
+
+    def _user_overrides(self) -> dict[str, dict[str, Any]]:
+        """The stage parameters the user set: ``opts.overrides`` and the run's requests per camera
+        (:meth:`pipeline.run_options.RunOptions.user_requests`)."""
+        out = {k: dict(v) for k, v in self.opts.overrides.items()}
+        for name, requests in self.opts.user_requests(self.graph).items():
+            out.setdefault(name, {})["requests"] = requests
+        return out
 
     def _revise_plan(self, new_uris: list[str]) -> dict[str, dict[str, Any]]:
         """The plan for the running sources and ``new_uris``; overrides for cameras added now.

@@ -306,6 +306,41 @@ def test_a_replan_mid_run_loses_no_frame_and_changes_no_result(videos_dir: Path,
             assert max(abs(x - y) for x, y in zip(oa["box"], ob["box"])) < 0.5
 
 
+def test_a_replan_mid_run_keeps_the_requests_the_user_set(videos_dir: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--requests N`` is the user's: a re-plan mid-run changes the compile properties of the
+    cameras' models, not their requests."""
+    from pipeline.config import load_config
+    from pipeline.graph import build_graph
+    from pipeline.runtime import RunOptions, run_pipeline
+
+    monkeypatch.setattr(plan_check, "WARMUP_S", 0.2)
+    monkeypatch.setattr(plan_check, "MIN_WINDOW_S", 0.2)
+    monkeypatch.setattr(plan_check, "SAMPLE_EVERY_S", 0.2)
+    monkeypatch.setattr(PlanCheck, "_verdict", lambda self, *a: "plan does not fit: forced for the test")
+
+    def candidate(self, *args):  # the model one thread more
+        plan = plan_threads(self.plan.cores, self.plan.sources, list(self.infos.values()))
+        plan.infer = {n: {**c, "INFERENCE_NUM_THREADS": c["INFERENCE_NUM_THREADS"] + 1}
+                      for n, c in self.plan.infer.items()}
+        return plan
+
+    monkeypatch.setattr(PlanCheck, "_candidate", candidate)
+    cfg = load_config(str(ROOT / "pipelines.yaml"), check_files=False)
+    graph = build_graph(cfg.get("persons"), str(ROOT / "pipelines.yaml"))
+    sessions: list[Any] = []
+    opts = RunOptions(output_dir=tmp_path, max_frames=240, cores=2, handle_signals=False, replan=True,
+                      capture_delay_ms=4.0, on_session=sessions.append, requests=1)
+    summary = run_pipeline(graph, [str(videos_dir / "one-by-one-person-detection.mp4")], opts)
+    assert summary.error is None, summary.error
+    (cam,) = sessions[0].cameras()
+    stage = cam.stages["person_detect"]
+    assert stage.params.requests == 1
+    # the new compile properties were applied, and nothing else
+    assert summary.plan_check["replanned"]["stages"] == {
+        "person_detect": {k: stage.params.config[k] for k in ("NUM_STREAMS", "INFERENCE_NUM_THREADS")}}
+
+
 def test_a_run_too_short_to_judge_still_observes_its_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run under the warm-up is not judged, but its costs are observed over all of it (the
     camera threads have ended by then: their CPU time is what they had when they ended), and

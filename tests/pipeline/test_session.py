@@ -112,23 +112,32 @@ def test_a_source_that_cannot_open_is_refused_alone(tmp_path: Path) -> None:
         assert session.close().error is None
 
 
-def test_added_cameras_share_the_compiled_model_and_running_cameras_take_the_revised_plan(tmp_path: Path) -> None:
+def _pose_detector() -> None:
     from pipeline.models import resolve_model
 
     try:
         resolve_model("mediapipe/pose_detection")
     except FileNotFoundError as exc:
         pytest.skip(f"needs the pose detector ({exc})")
-    session = _session(DETECT, tmp_path, cores=8)
+
+
+def _replans_for_two(session: Session) -> None:
+    """The session's plan for two sources gives every model one more thread than for one."""
     real = session._plan
 
-    def plan(sources, measure=True):  # the plan for two sources gives the model other threads
+    def plan(sources, measure=True):
         p = real(sources, measure)
         if not isinstance(sources, int) and len(sources) == 2:
             p.infer = {n: {**c, "INFERENCE_NUM_THREADS": c["INFERENCE_NUM_THREADS"] + 1} for n, c in p.infer.items()}
         return p
 
     session._plan = plan
+
+
+def test_added_cameras_share_the_compiled_model_and_running_cameras_take_the_revised_plan(tmp_path: Path) -> None:
+    _pose_detector()
+    session = _session(DETECT, tmp_path, cores=8)
+    _replans_for_two(session)
     try:
         [a] = session.add_sources(["testsrc://bars?width=320&height=240"])
         plan_one = session.plan
@@ -151,6 +160,36 @@ def test_added_cameras_share_the_compiled_model_and_running_cameras_take_the_rev
         summary = session.close()
     assert summary.error is None and "2 sources" in summary.threads
 
+
+@pytest.mark.parametrize("kw, requests", [({"requests": 1}, 1), ({"requests": 3}, 3), ({"sync": True}, 1)])
+def test_running_cameras_keep_the_requests_the_user_set_through_a_revised_plan(
+        tmp_path: Path, kw: dict, requests: int) -> None:
+    """``requests`` (``--requests N``; ``--sync``: 1) is the user's for every camera: the plan,
+    made again when a camera joins, leaves it to the cameras that run and to the new one."""
+    _pose_detector()
+    session = _session(DETECT, tmp_path, cores=8, **kw)
+    _replans_for_two(session)
+    try:
+        [a] = session.add_sources(["testsrc://bars?width=320&height=240"])
+        time.sleep(0.5)
+        b = session.add_source("testsrc://bars?width=320&height=240")
+        threads = session.plan.infer["person_detect"]["INFERENCE_NUM_THREADS"]
+        first = next(c for c in session.cameras() if c.source_id == a).stages["person_detect"]
+        deadline = time.monotonic() + 10
+        while first.params.config["INFERENCE_NUM_THREADS"] != threads:  # the first camera re-planned
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert "re-planned running cameras: person_detect" in session.plan_note
+        for cam in session.cameras():
+            stage = cam.stages["person_detect"]
+            assert stage.params.requests == requests, cam.source_id
+            assert [r.pool.size for r in stage._routes.values()] == [requests], cam.source_id
+        assert "person_detect" not in session.plan.requests
+        assert {s["id"] for s in session.sources() if s["frames"] > 0} == {a, b}
+    finally:
+        summary = session.close()
+    assert summary.error is None
 
 SLOW_END = """
 pipelines:
