@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["RunFiles", "check_distinct_outputs", "may_share"]
+__all__ = ["RunFiles", "check_distinct_outputs", "make_output_dir", "may_share"]
 
 
 def may_share(sharing: str | None, other: str | None) -> bool:
@@ -58,3 +58,16 @@ def check_distinct_outputs(cameras: Iterable[Any]) -> None:
                                  f"{other[0]!r} of source {other[1]!r} writes; give each camera its own file "
                                  "({source} in the path)")
             seen[key] = (name, cam.source_id, sharing)
+
+
+def make_output_dir(path: Path) -> bool:
+    """Create the output directory (and its parents); whether it was made now; a one-line error
+    naming it when it cannot be."""
+    made = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"output directory {path}: a file of that name is in the way") from None
+    except OSError as exc:
+        raise ValueError(f"output directory {path}: cannot be created: {exc.strerror or exc}") from None
+    return made

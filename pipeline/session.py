@@ -37,12 +37,12 @@ from .graph import PipelineGraph
 from .left_readers import Stopped, run_unless_stopped
 from .priority import NiceGroup
 from .camera import Camera
-from .outputs import RunFiles, check_distinct_outputs
-from .run_options import RunOptions, StageFailure
+from .camera_lifecycle import join_camera, open_camera, running_thread
+from .outputs import RunFiles, check_distinct_outputs, make_output_dir
+from .run_options import RunOptions
 from .session_plan import SessionPlanning
 from .source_info import SourceInfo, source_info
 from .source_names import source_ids
-from .stage_errors import one_line_error
 from .stats import LatencyStats, RunSummary, SourceStats
 
 __all__ = ["Session", "SourceInfo"]
@@ -94,7 +94,7 @@ class Session(SessionPlanning):
         self.plan = self._plan(max(1, expected_sources), measure=False)  # measured once the sources are known
         self._overrides = self._plan_overrides(self.plan)
         self.plan_note = ""
-        self._made_output_dir = _make_output_dir(self.opts.output_dir)
+        self._made_output_dir = make_output_dir(self.opts.output_dir)
         if process_wide:
             from .threads import apply_global
 
@@ -135,7 +135,7 @@ class Session(SessionPlanning):
                 for cam in cams:
                     # on a helper thread: a stop (Ctrl-C) returns at once from an open that
                     # waits for a stream's open timeout; that camera closes when its open ends
-                    run_unless_stopped(partial(_open, cam), self._stopping, Camera.close)
+                    run_unless_stopped(partial(open_camera, cam), self._stopping, Camera.close)
                     opened.append(cam)
             except BaseException as exc:
                 for cam in opened:
@@ -174,9 +174,9 @@ class Session(SessionPlanning):
         cam.halt_reading.set()
         deadline = time.monotonic() + (self.opts.stop_deadline_s if timeout is None else timeout)
         threads = self._threads.pop(source_id, [])
-        if not _join(cam, threads, deadline):
+        if not join_camera(cam, threads, deadline):
             cam.abort.set()  # frames still in flight past the deadline: stop waiting for them
-            _join(cam, threads, time.monotonic() + self.opts.stop_deadline_s)
+            join_camera(cam, threads, time.monotonic() + self.opts.stop_deadline_s)
         self._finish(cam)
         with self._lock:
             del self._removing[source_id]  # its outputs are closed
@@ -240,7 +240,7 @@ class Session(SessionPlanning):
 
     def _running_thread(self, source_id: str) -> threading.Thread | None:
         """A thread of the camera that still runs (its reader ends first for a file), or None."""
-        return _running(self._cameras.get(source_id), self._threads.get(source_id, []))
+        return running_thread(self._cameras.get(source_id), self._threads.get(source_id, []))
 
     def _alive(self, source_id: str) -> bool:
         return self._running_thread(source_id) is not None
@@ -317,7 +317,7 @@ class Session(SessionPlanning):
             c.halt_reading.set()
         self.abort()  # nothing may block from here on
         for c in cams:
-            _join(c, threads[c.source_id], time.monotonic() + self.opts.stop_deadline_s)
+            join_camera(c, threads[c.source_id], time.monotonic() + self.opts.stop_deadline_s)
         for c in cams:
             self._finish(c)
         restore, self._restore = self._restore, []
@@ -371,44 +371,3 @@ class Session(SessionPlanning):
                           sources=[c.stats for c in cams], stages=self.stage_stats,
                           wall_s=time.monotonic() - self.started, error=error, outputs=outputs, threads=threads)
 
-
-def _open(cam: Camera) -> Camera:
-    try:
-        cam.open()
-        return cam
-    except (StageFailure, Stopped):
-        cam.close()
-        raise
-    except Exception as exc:  # noqa: BLE001 - one line naming the source
-        cam.close()
-        raise StageFailure(one_line_error(exc, cam.source_id)) from exc
-
-
-def _make_output_dir(path: Any) -> bool:
-    """Create the output directory (and its parents); whether it was made now; a one-line error
-    naming it when it cannot be."""
-    made = not path.exists()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ValueError(f"output directory {path}: a file of that name is in the way") from None
-    except OSError as exc:
-        raise ValueError(f"output directory {path}: cannot be created: {exc.strerror or exc}") from None
-    return made
-
-
-def _join(cam: Camera, threads: list[threading.Thread], deadline: float) -> bool:
-    """Wait until every thread of ``cam`` that stopping waits for has ended, or until
-    ``deadline`` (monotonic seconds); True if they ended."""
-    while True:
-        running = _running(cam, threads)
-        left = deadline - time.monotonic()
-        if running is None or left <= 0:
-            return running is None
-        running.join(timeout=min(left, 0.05))
-
-
-def _running(cam: Camera | None, threads: list[threading.Thread]) -> threading.Thread | None:
-    """A thread of ``cam`` that still runs and that stopping waits for (see
-    :meth:`Camera.waits_for`), or None."""
-    return next((t for t in threads if t.is_alive() and (cam is None or cam.waits_for(t))), None)
