@@ -103,7 +103,9 @@ class Decode(SourceStage):
                                        "source reconnects")
         start_frame: int = Field(0, ge=0, description="first frame to deliver, 0-based; its seq number, and "
                                  "the numbering goes on from it (files seek to the keyframe before it and decode "
-                                 "forward; live sources cannot seek: only their numbering starts there)")
+                                 "forward; in a variable-rate file frame N is the one N frames of its average "
+                                 "rate after the first; live sources cannot seek: only their numbering starts "
+                                 "there)")
         probe_s: float = Field(1.0, gt=0, description="how much of a live stream FFmpeg reads to learn its "
                                "format (analyzeduration); shorter connects faster (measured on RTSP: 2.3 s with "
                                "FFmpeg's default, 1.1 s with 1 s, 0.6 s with 0.5 s)")
