@@ -66,18 +66,25 @@ def test_cameras_start_after_the_old_owners_lease_and_continue_its_output(tmp_pa
     assert _seqs(path) == list(range(40))  # 30 before, 10 more up to max_frames, each once
 
 
-def test_a_camera_removed_from_a_running_group_stops_alone(tmp_path: Path) -> None:
-    spec = parse_config(CONFIG).get("p").model_dump()
+def _two_cameras_running(config: str, tmp_path: Path) -> tuple[CameraGroup, threading.Thread, dict, float]:
+    """A group of cameras "one" and "two" on the scene, run on a thread until both have made 10
+    frames; the group, its thread, the dict its result goes into, and the monotonic deadline."""
+    spec = parse_config(config).get("p").model_dump()
     tasks = [{"camera": "one", "uri": SCENE}, {"camera": "two", "uri": SCENE}]
     group = CameraGroup(spec, "<string>", tasks, {"run_id": "r1", "output_dir": str(tmp_path), "lease_s": 60.0})
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(group.run()))
     runner.start()
+    deadline = time.monotonic() + 60
+    while not all(group.status()["cameras"].get(c, {}).get("frames", 0) > 10 for c in ("one", "two")):
+        assert time.monotonic() < deadline and runner.is_alive(), result
+        time.sleep(0.2)
+    return group, runner, result, deadline
+
+
+def test_a_camera_removed_from_a_running_group_stops_alone(tmp_path: Path) -> None:
+    group, runner, result, deadline = _two_cameras_running(CONFIG, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not all(group.status()["cameras"].get(c, {}).get("frames", 0) > 10 for c in ("one", "two")):
-            assert time.monotonic() < deadline and runner.is_alive(), result
-            time.sleep(0.2)
         status = group.status()  # what the driver gathers for the service's metrics
         one = status["cameras"]["one"]
         assert one["state"] == "streaming" and one["latency"]["count"] > 10
@@ -117,23 +124,10 @@ def test_a_removed_cameras_messages_stay_in_the_groups_totals(tmp_path: Path) ->
     config = CONFIG.replace("      - {name: metadata, type: metadata}\n",
                             f"      - {{name: mqtt, type: mqtt, params: {{host: '127.0.0.1:{free_port()}', "
                             "buffer: 5}}\n")  # nothing listens there: every message is dropped
-    spec = parse_config(config).get("p").model_dump()
-    tasks = [{"camera": "one", "uri": SCENE}, {"camera": "two", "uri": SCENE}]
-    group = CameraGroup(spec, "<string>", tasks, {"run_id": "r1", "output_dir": str(tmp_path), "lease_s": 60.0})
-    result: dict = {}
-    runner = threading.Thread(target=lambda: result.update(group.run()))
-    runner.start()
-
-    def dropped() -> int:
-        return sum(p["dropped"] for p in group.status()["publishers"])
-
+    group, runner, result, _ = _two_cameras_running(config, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not all(group.status()["cameras"].get(c, {}).get("frames", 0) > 10 for c in ("one", "two")):
-            assert time.monotonic() < deadline and runner.is_alive(), result
-            time.sleep(0.2)
         gone = group.remove("one")
-        after = dropped()
+        after = sum(p["dropped"] for p in group.status()["publishers"])
         assert after >= gone["frames"] > 10
     finally:
         group.stop()
