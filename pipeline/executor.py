@@ -86,25 +86,27 @@ class GraphExecutor:
         for name in self.order:
             stage = self.stages[name]
             if isinstance(stage, InferStage):
-                self._take(name, stage, wait)
+                for f in self._finished(name, stage, wait):
+                    self._done(name, f)
 
-    def _take(self, name: str, stage: InferStage, wait: bool) -> None:
-        """Hand on the stage's frames in order while the oldest has finished (``wait``: all)."""
+    def _finished(self, name: str, stage: InferStage, wait: bool) -> list[Frame]:
+        """The stage's frames, in order, while the oldest has finished (``wait``: all of them)."""
+        outs: list[Frame] = []
         while stage.in_flight and (wait or stage.oldest_done()):
-            self._take_oldest(name, stage)
+            outs.extend(self._oldest(name, stage))
+        return outs
 
-    def _take_oldest(self, name: str, stage: InferStage) -> None:
-        """Hand on the stage's oldest frame; if it fails, only that frame goes to ``on_error``."""
+    def _oldest(self, name: str, stage: InferStage) -> list[Frame]:
+        """The stage's oldest frame (waiting for it), or [] if dropped; if it fails, that frame
+        alone goes to ``on_error``."""
         frame = stage.oldest
         try:
-            outs = stage.pop_oldest()
+            return stage.pop_oldest()
         except Exception as exc:  # noqa: BLE001 - routed through the error policy
             if frame is not None:
                 self._forget(name, frame.seq)
             self.on_error(name, exc, frame)
-            return
-        for f in outs:
-            self._done(name, f)
+            return []
 
     def _emit(self, name: str, frame: Frame) -> None:
         succ = self.succ[name]
@@ -141,9 +143,12 @@ class GraphExecutor:
             self.on_error(name, exc, frame)
             return
         if is_async:
-            self._take(name, stage, wait=False)
+            # every frame this stage hands on now is taken out before any goes further
+            outs = self._finished(name, stage, wait=False)
             while stage.over_depth():
-                self._take_oldest(name, stage)
+                outs.extend(self._oldest(name, stage))
+            for f in outs:
+                self._done(name, f)
             return
         t1 = time.perf_counter_ns()
         self.passed[name] += 1
