@@ -48,6 +48,7 @@ class GraphExecutor:
         self.npred = {n: g.in_degree(n) for n in graph.order}
         self._arrivals: dict[tuple[str, int], int] = {}
         self._leaves = sum(1 for n in graph.order if not self.succ[n])
+        self._joins = any(n > 1 for n in self.npred.values())
         self._reported: set[int] = set()  # seqs reported at or above _reported_below (several leaves)
         self._reported_below = 0  # the frames before it have all left the graph
         self._submitted: dict[tuple[str, int], int] = {}
@@ -55,17 +56,21 @@ class GraphExecutor:
         self.passed: dict[str, int] = {n: 0 for n in graph.order}
 
     def feed(self, frame: Frame) -> None:
-        if self._leaves > 1:
-            self._forget_reported(frame.seq)
+        if self._leaves > 1 or self._joins:
+            self._forget_left(frame.seq)
         self._emit(self.graph.source, frame)
 
-    def _forget_reported(self, seq: int) -> None:
-        """Keep only the reported seqs a frame still in flight (or ``seq``, entering) may reach."""
+    def _forget_left(self, seq: int) -> None:
+        """Forget what is kept for frames that have left the graph, or were dropped on a branch:
+        those before the oldest frame still in flight (or ``seq``, entering) - reported seqs, and
+        arrivals at a stage with several inputs that one input will never complete."""
         oldest = (st.oldest for st in self.stages.values() if isinstance(st, InferStage))
         low = min([seq, *(f.seq for f in oldest if f is not None)])
         if low > self._reported_below:
             self._reported_below = low
             self._reported = {s for s in self._reported if s >= low}
+            if self._arrivals:
+                self._arrivals = {key: n for key, n in self._arrivals.items() if key[1] >= low}
 
     @property
     def in_flight(self) -> int:
@@ -101,12 +106,13 @@ class GraphExecutor:
         alone goes to ``on_error``."""
         frame = stage.oldest
         try:
-            return stage.pop_oldest()
+            outs = stage.pop_oldest()
         except Exception as exc:  # noqa: BLE001 - routed through the error policy
-            if frame is not None:
-                self._forget(name, frame.seq)
+            outs = []
             self.on_error(name, exc, frame)
-            return []
+        if not outs and frame is not None:  # failed, or dropped by the stage
+            self._forget(name, frame.seq)
+        return outs
 
     def _emit(self, name: str, frame: Frame) -> None:
         succ = self.succ[name]

@@ -19,10 +19,11 @@ from pipeline.testing import SleepInfer
 
 class Held(InferStage):
     """Inference that finishes when ``finished`` holds its frame's seq (``depth`` 2); it fails on
-    the frames in ``fail``."""
+    the frames in ``fail`` and drops those in ``drop``."""
 
     class Params(Params):
         fail: list[int] = []
+        drop: list[int] = []
 
     params: Params
 
@@ -36,10 +37,10 @@ class Held(InferStage):
     def is_done(self, ticket: int) -> bool:
         return ticket in self.finished
 
-    def complete(self, frame: Frame, ticket: int) -> Frame:
+    def complete(self, frame: Frame, ticket: int) -> Frame | None:
         if ticket in self.params.fail:
             raise ValueError(f"inference failed on frame {ticket}")
-        return frame
+        return None if ticket in self.params.drop else frame
 
 
 class FailingInfer(SleepInfer):
@@ -61,10 +62,10 @@ class Run:
     """An executor over ``stages`` (YAML) whose stage ``held`` is a :class:`Held`; it records the
     frames reported and the errors (stage, seq), which every stage skips."""
 
-    def __init__(self, stages: str, fail: list[int]) -> None:
+    def __init__(self, stages: str, fail: list[int], drop: list[int] = ()) -> None:
         graph = build_graph(parse_config(f"pipelines:\n  p:\n    stages:\n{stages}", "t.yaml").get("p"))
         self.stages = graph.instantiate()
-        self.held = self.stages["held"] = Held(name="held", fail=fail)
+        self.held = self.stages["held"] = Held(name="held", fail=fail, drop=list(drop))
         for stage in self.stages.values():
             stage.ensure_open()
         self.stats = {n: LatencyStats() for n in graph.order}
@@ -121,3 +122,31 @@ def test_a_frame_one_leaf_dropped_is_reported_once_by_the_other(depth: int, out:
     run.feed(range(6))
     run.executor.finish()
     assert run.out == out and run.errors == [("flaky", 1), ("flaky", 3), ("flaky", 5)]
+
+
+def test_nothing_is_kept_for_a_frame_an_inference_stage_dropped() -> None:
+    run = Run(LINE, fail=[4], drop=[1, 2])
+    run.held.depth = 10
+    run.feed(range(6))
+    run.held.finished.update(range(6))
+    run.executor.finish()
+    assert run.out == [0, 3, 5] and run.errors == [("held", 4)]
+    assert run.executor._submitted == {}  # per frame: what a camera running for weeks would pile up
+
+
+JOIN = """\
+      - {name: src, type: "pipeline.testing:ListSource"}
+      - {name: flaky, type: "pipeline.testing:Fail", params: {every: 2}}
+      - {name: held, type: "pipeline.testing:SleepInfer", inputs: [src]}
+      - {name: sink, type: "pipeline.testing:CollectSink", inputs: [flaky, held]}
+"""
+
+
+def test_a_frame_one_input_of_a_join_dropped_is_forgotten_there() -> None:
+    run = Run(JOIN, [])
+    run.held.depth = 1
+    run.held.finished.update(range(400))
+    run.feed(range(400))
+    run.executor.finish()
+    assert run.out == list(range(0, 400, 2))  # the frames both inputs handed on
+    assert len(run.executor._arrivals) <= 2  # not one for each of the 200 frames "flaky" dropped
