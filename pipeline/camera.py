@@ -2,8 +2,8 @@
 
 ``reader`` pulls compressed units from the source, ``decoder`` turns them into frames,
 ``worker`` pushes frames through the stages (:class:`pipeline.executor.GraphExecutor`);
-``sync_loop`` does all three on one thread with one request per stage (the baseline,
-:mod:`pipeline.camera_sync`).
+``sync_loop`` (:mod:`pipeline.camera_sync`) does all three on one thread with one request per
+stage (the baseline).
 Failures follow the stages' error policy and are reported in one line.
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any, Callable
 
 from .arbiter import LEVELS, SourcePriority
-from .camera_sync import SyncLoop
+from .camera_sync import sync_loop
 from .executor import GraphExecutor
 from .frame import Frame
 from .graph import PipelineGraph
@@ -41,7 +42,7 @@ LIVE_FRAMES = 2
 LIVE_FRAMES_URGENT = 4
 
 
-class Camera(SyncLoop):
+class Camera:
     def __init__(self, graph: PipelineGraph, uri: str, source_id: str, opts: RunOptions,
                  stop_sources: threading.Event, abort: threading.Event,
                  stage_stats: dict[str, LatencyStats], report_failure: Callable[[str], None],
@@ -334,7 +335,8 @@ class Camera(SyncLoop):
         """The camera's threads, not started, named ``{prefix}{source_id}:{job}``."""
         name = prefix + self.source_id
         if self.opts.sync:
-            return [threading.Thread(target=self._timed(self.sync_loop, True), name=f"{name}:sync", daemon=True)]
+            return [threading.Thread(target=self._timed(partial(sync_loop, self), True), name=f"{name}:sync",
+                                     daemon=True)]
         self._read_thread = threading.Thread(target=self._timed(self.reader), name=f"{name}:read", daemon=True)
         return [self._read_thread,
                 threading.Thread(target=self._timed(self.decoder, True), name=f"{name}:decode", daemon=True),
