@@ -45,6 +45,9 @@ class OutputClock:
         self._last_seq: int | None = None  # of the latest frame timed by its seq (no timestamps)
         self._repeat_logged = False
         self._intervals: deque[int] = deque(maxlen=_RECENT)  # between the latest timestamps given
+        #: one frame interval in ticks (at least 1): the median of the latest intervals between
+        #: timestamps, else (without timestamps, or before the second frame) :attr:`step`
+        self.interval = self.step
 
     def next_pts(self, frame: Frame) -> int:
         """The timestamp for ``frame``, after :attr:`last_pts`."""
@@ -76,13 +79,8 @@ class OutputClock:
                 pts = last + 1
         if self.use_ts and last is not None:
             self._intervals.append(pts - last)
+            self.interval = median_low(self._intervals)
         return pts
-
-    @property
-    def interval(self) -> int:
-        """One frame interval in ticks (at least 1): the median of the latest intervals between
-        timestamps, else (without timestamps, or before the second frame) :attr:`step`."""
-        return median_low(self._intervals) if self._intervals else self.step
 
 
 def frame_timing(vframe: Any) -> tuple[Any, Any, Any]:
