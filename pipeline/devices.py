@@ -13,8 +13,8 @@ from typing import Any
 
 from .ov_errors import ov_reason
 
-__all__ = ["named_devices", "unavailable_reason", "missing_here", "device_info", "list_devices", "resolve_device", "tiny_model",
-           "format_devices", "KEY_PROPERTIES"]
+__all__ = ["named_devices", "unavailable_reason", "missing_here", "device_info", "list_devices", "resolve_device",
+           "tiny_model", "format_devices", "KEY_PROPERTIES"]
 
 VIRTUAL = ("AUTO", "MULTI", "HETERO", "BATCH")
 KEY_PROPERTIES = ("FULL_DEVICE_NAME", "DEVICE_TYPE", "DEVICE_ARCHITECTURE", "OPTIMIZATION_CAPABILITIES",
