@@ -108,6 +108,7 @@ class VideoReader(Reader):
         rate = self.stream.average_rate or self.stream.guessed_rate
         self.frame_rate = float(rate) if rate else None
         self.time_base = self.stream.time_base or Fraction(1, 90000)
+        self._tick_s = float(self.time_base)  # seconds per tick, for the per-packet times below
         self._offset = 0  # added to every pts after a loop or a reconnect
         self._last_pts: int | None = None
         self._last_unit_time: float | None = None
@@ -207,12 +208,12 @@ class VideoReader(Reader):
         ts = unit.pts if unit.pts is not None else unit.dts
         if ts is None or (self._pace_from is not None and ts < self._pace_from):
             return None  # unknown, or before the start frame: not paced
-        shown = float((ts + self._offset) * self.time_base)
+        shown = (ts + self._offset) * self._tick_s
         self._last_unit_time = shown if self._last_unit_time is None else max(self._last_unit_time, shown)
         if unit.dts is not None:
-            t = float((unit.dts + self._offset) * self.time_base)
+            t = (unit.dts + self._offset) * self._tick_s
         elif self._last_decode_time is not None:
-            t = min(shown, self._last_decode_time + float(self._step * self.time_base))
+            t = min(shown, self._last_decode_time + self._step * self._tick_s)
         else:
             t = shown
         self._last_decode_time = t
