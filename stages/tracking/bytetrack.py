@@ -318,11 +318,12 @@ class ByteTracker:
         t = self.tracks
         iou = iou_matrix(self._predicted_boxes(tracks), boxes[dets])
         same = np.array(t.labels, object)[tracks][:, None] == np.array(labels, object)[dets][None, :]
-        # another label's box counts as less overlap when ranking (at worst as little as min_iou), not
-        # against min_iou; with per_class as none
         limit = 1.0 - min_iou
-        cost = np.minimum(1.0 - iou + np.where(same, 0.0, np.inf if self.config.per_class else LABEL_CHANGE_COST),
-                          np.where(same | self.config.per_class, np.inf, limit))
+        cost = 1.0 - iou
+        other = ~same
+        # another label's box: none with per_class, else ranked as less overlap (at worst as little as
+        # min_iou, the threshold it still has to pass)
+        cost[other] = np.inf if self.config.per_class else np.minimum(cost[other] + LABEL_CHANGE_COST, limit)
         cost[iou < min_iou] = np.inf
         return match(cost, limit + 1e-9)
 
